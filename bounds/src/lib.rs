@@ -1,0 +1,217 @@
+//! # mdsd-bounds
+//!
+//! The optimal acceptance alpha* of multi-draft speculative sampling in closed
+//! form, with its certificate: by linear-programming duality (the network is
+//! totally unimodular),
+//!
+//! ```text
+//! alpha* = 1 + min over H ⊆ [V] of ( p(H) - Q(all drafts in H) )
+//! ```
+//!
+//! and the minimising set H* is the certificate (DESIGN §3). The entry point
+//! is [`optimal_acceptance`] on a [`Problem`]; per scheme:
+//! [`optimal_acceptance_iid`] (sort or expected-O(V) selection),
+//! [`optimal_acceptance_wor`] (exact or exponential-clock quadrature),
+//! [`optimal_acceptance_greedy`], [`optimal_acceptance_independent`] (exact
+//! by subsets). [`acceptance_upper_bound`] bounds any verifier by any H, and
+//! [`optimal_acceptance_batch`] runs many rows in parallel.
+//!
+//! ```
+//! use mdsd_bounds::{optimal_acceptance_iid, IidAlgorithm};
+//! use mdsd_core::Distribution;
+//!
+//! let p = Distribution::from_probs(vec![0.5, 0.3, 0.2])?;
+//! let q = Distribution::from_probs(vec![0.2, 0.3, 0.5])?;
+//! let bound = optimal_acceptance_iid(&p, &q, 2, IidAlgorithm::Selection)?;
+//! assert!((bound.alpha - 0.86).abs() < 1e-12);
+//! assert_eq!(bound.certificate, vec![1, 2]);
+//! # Ok::<(), mdsd_bounds::BoundError>(())
+//! ```
+
+mod iid;
+mod independent;
+mod order;
+mod wor;
+
+use mdsd_core::{CoreError, Distribution, DraftScheme, Problem, SchemeKind};
+use rayon::prelude::*;
+use thiserror::Error;
+
+pub use iid::IidAlgorithm;
+pub use independent::INDEPENDENT_SUBSET_LIMIT;
+pub use wor::WOR_EXACT_TUPLE_LIMIT;
+
+/// The optimal acceptance and the set H* that certifies it:
+/// `alpha = p(H*) + 1 - Q(all drafts in H*)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bound {
+    pub alpha: f64,
+    /// H*, ascending token ids.
+    pub certificate: Vec<usize>,
+}
+
+/// Why a bound could not be computed.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum BoundError {
+    #[error(transparent)]
+    Invalid(#[from] CoreError),
+    #[error(
+        "exact subset search for independent drafts handles at most {limit} undecided tokens, \
+         this instance has {size}; use the max-flow solver (mdsd-flow), which scales in V"
+    )]
+    TooManyTokens { size: usize, limit: usize },
+}
+
+/// `alpha - 1 = p(H) - Q(all in H)` from the masses inside and outside H,
+/// each summed directly. When most of Q is inside H the complement form
+/// `(1 - Q) - p(outside)` avoids cancelling two numbers near 1.
+pub(crate) fn objective(p_in: f64, p_out: f64, all_in: f64, not_all_in: f64) -> f64 {
+    if all_in <= 0.5 {
+        p_in - all_in
+    } else {
+        not_all_in - p_out
+    }
+}
+
+fn bound_from((value, certificate): (f64, Vec<usize>)) -> Bound {
+    Bound {
+        alpha: 1.0 + value,
+        certificate,
+    }
+}
+
+fn check_target(p: &Distribution, drafts: &DraftScheme) -> Result<(), BoundError> {
+    Problem::new(p.clone(), drafts.clone()).map(|_| ()).map_err(Into::into)
+}
+
+/// The optimal acceptance of a problem, by the method of its scheme.
+pub fn optimal_acceptance(problem: &Problem) -> Result<Bound, BoundError> {
+    let p = problem.target();
+    let drafts = problem.drafts();
+    let q = &drafts.drafts()[0];
+    match drafts.kind() {
+        SchemeKind::Iid => optimal_acceptance_iid(p, q, drafts.n(), IidAlgorithm::default()),
+        SchemeKind::WithoutReplacement => optimal_acceptance_wor(p, drafts),
+        SchemeKind::Greedy => optimal_acceptance_greedy(p, drafts),
+        SchemeKind::Independent => optimal_acceptance_independent(p, drafts.drafts()),
+    }
+}
+
+/// alpha* for n i.i.d. drafts: `1 + min_k (P_k - S_k^n)` over prefixes of the
+/// ascending-p/q order.
+pub fn optimal_acceptance_iid(
+    p: &Distribution,
+    q: &Distribution,
+    n: usize,
+    algorithm: IidAlgorithm,
+) -> Result<Bound, BoundError> {
+    if n == 0 {
+        return Err(CoreError::NoDrafts.into());
+    }
+    if p.len() != q.len() {
+        return Err(CoreError::LengthMismatch {
+            what: "the draft distribution".into(),
+            expected: p.len(),
+            found: q.len(),
+        }
+        .into());
+    }
+    let n = i32::try_from(n).unwrap_or(i32::MAX);
+    Ok(bound_from(match algorithm {
+        IidAlgorithm::Sort => iid::iid_by_sort(p.probs(), q.probs(), n),
+        IidAlgorithm::Selection => iid::iid_by_selection(p.probs(), q.probs(), n),
+    }))
+}
+
+/// alpha* for drafts without replacement, over prefixes of the ascending-p/q
+/// order (optimal on every instance tested against the LP; not proven).
+pub fn optimal_acceptance_wor(p: &Distribution, drafts: &DraftScheme) -> Result<Bound, BoundError> {
+    check_target(p, drafts)?;
+    Ok(bound_from(wor::wor_by_prefix(p.probs(), drafts)?))
+}
+
+/// alpha* for Hu et al.'s greedy drafts:
+/// `p(top) + Σ_{y outside top} min(p(y), q'(y))`, with
+/// `H* = top ∪ {y outside top : p(y) < q'(y)}`.
+pub fn optimal_acceptance_greedy(p: &Distribution, drafts: &DraftScheme) -> Result<Bound, BoundError> {
+    check_target(p, drafts)?;
+    let top = drafts.greedy_top();
+    let rest = drafts.greedy_rest();
+    let p = p.probs();
+    let mut alpha: f64 = top.iter().map(|&t| p[t]).sum();
+    let mut certificate = top.to_vec();
+    for (y, (&py, &qy)) in p.iter().zip(&rest).enumerate() {
+        if top.contains(&y) {
+            continue;
+        }
+        alpha += py.min(qy);
+        if py < qy {
+            certificate.push(y);
+        }
+    }
+    certificate.sort_unstable();
+    Ok(Bound { alpha, certificate })
+}
+
+/// alpha* for one draft from each of `qs` (exact search over subsets).
+pub fn optimal_acceptance_independent(p: &Distribution, qs: &[Distribution]) -> Result<Bound, BoundError> {
+    let drafts = DraftScheme::independent(qs.to_vec())?;
+    check_target(p, &drafts)?;
+    let qs: Vec<&[f64]> = qs.iter().map(Distribution::probs).collect();
+    independent::independent_by_subsets(p.probs(), &qs)
+        .map(bound_from)
+        .map_err(|size| BoundError::TooManyTokens {
+            size,
+            limit: INDEPENDENT_SUBSET_LIMIT,
+        })
+}
+
+/// `Q(all drafts in H)` for a set given by its indicator vector.
+pub fn prob_all_drafts_in(drafts: &DraftScheme, in_set: &[bool]) -> f64 {
+    masses_all_in(drafts, in_set).0
+}
+
+/// `(Q(all drafts in H), Q(not all in H))`, both computed directly.
+fn masses_all_in(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
+    let mass = |q: &Distribution, inside: bool| -> f64 {
+        q.probs().iter().zip(in_set).filter(|(_, i)| **i == inside).map(|(x, _)| x).sum()
+    };
+    let from_prob = |all_in: f64| (all_in, 1.0 - all_in);
+    let q = &drafts.drafts()[0];
+    match drafts.kind() {
+        SchemeKind::Iid => {
+            let n = drafts.n() as f64;
+            (mass(q, true).powf(n), -(n * (-mass(q, false)).ln_1p()).exp_m1())
+        }
+        SchemeKind::Independent => from_prob(drafts.drafts().iter().map(|q| mass(q, true)).product()),
+        SchemeKind::Greedy => {
+            if drafts.greedy_top().iter().all(|&t| in_set[t]) {
+                let rest = drafts.greedy_rest();
+                let inside: f64 = rest.iter().zip(in_set).filter(|(_, i)| **i).map(|(x, _)| x).sum();
+                let outside: f64 = rest.iter().zip(in_set).filter(|(_, i)| !**i).map(|(x, _)| x).sum();
+                (inside, outside)
+            } else {
+                (0.0, 1.0)
+            }
+        }
+        SchemeKind::WithoutReplacement => wor::wor_masses(drafts, in_set),
+    }
+}
+
+/// The upper bound `p(H) + 1 - Q(all drafts in H)` on the acceptance of
+/// every lossless verifier, for any token set H (ids may repeat). At H = H*
+/// it equals alpha*; users bound their own verifier with their own H.
+pub fn acceptance_upper_bound(problem: &Problem, tokens: &[usize]) -> Result<f64, BoundError> {
+    let in_set = problem.indicator(tokens)?;
+    let p = problem.target().probs();
+    let p_in: f64 = p.iter().zip(&in_set).filter(|(_, i)| **i).map(|(x, _)| x).sum();
+    let p_out: f64 = p.iter().zip(&in_set).filter(|(_, i)| !**i).map(|(x, _)| x).sum();
+    let (all_in, not_all_in) = masses_all_in(problem.drafts(), &in_set);
+    Ok(1.0 + objective(p_in, p_out, all_in, not_all_in))
+}
+
+/// [`optimal_acceptance`] over many problems in parallel (rayon), results in
+/// input order.
+pub fn optimal_acceptance_batch(problems: &[Problem]) -> Vec<Result<Bound, BoundError>> {
+    problems.par_iter().map(optimal_acceptance).collect()
+}

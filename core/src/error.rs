@@ -1,0 +1,61 @@
+//! The one error type of mdsd-core: every way an input can be invalid.
+
+use thiserror::Error;
+
+/// What is wrong with an input to mdsd-core. Each variant names the offending
+/// index, value or size so a user can find it in their data.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum CoreError {
+    #[error("the distribution is empty")]
+    Empty,
+    #[error("entry {index} is {value}, which is not a finite number")]
+    NonFinite { index: usize, value: f64 },
+    #[error("entry {index} is {value}, which is negative")]
+    Negative { index: usize, value: f64 },
+    #[error("the entries sum to {sum}, which is not within {tolerance:e} of 1")]
+    BadSum { sum: f64, tolerance: f64 },
+    #[error("logit {index} is {value}: logits must be finite or -inf")]
+    BadLogit { index: usize, value: f64 },
+    #[error("every logit is -inf, so no token has positive probability")]
+    NoFiniteLogit,
+    #[error("temperature {0} is invalid: it must be finite and >= 0 (0 means argmax)")]
+    InvalidTemperature(f64),
+    #[error("top-k of 0 keeps no token: k must be at least 1")]
+    InvalidTopK,
+    #[error("top-p {0} is invalid: it must be in (0, 1]")]
+    InvalidTopP(f64),
+    #[error("{what} has {found} tokens, but the vocabulary has {expected}")]
+    LengthMismatch {
+        what: String,
+        expected: usize,
+        found: usize,
+    },
+    #[error("the number of drafts n must be at least 1")]
+    NoDrafts,
+    #[error("{scheme} drafting with {needed} drafts needs {expected} draft distribution(s), got {found}")]
+    DraftCountMismatch {
+        scheme: &'static str,
+        needed: usize,
+        expected: usize,
+        found: usize,
+    },
+    #[error(
+        "{scheme} drafting of n = {needed} drafts needs at least {needed} tokens with positive draft probability, but only {available} have it"
+    )]
+    NotEnoughSupport {
+        scheme: &'static str,
+        needed: usize,
+        available: usize,
+    },
+    #[error("unknown draft scheme {0:?}: expected one of iid, wor, independent, greedy")]
+    UnknownScheme(String),
+    #[error("token {token} is out of range for a vocabulary of {vocab_size} tokens")]
+    TokenOutOfRange { token: usize, vocab_size: usize },
+    #[error("{what} has {size} elements, above the limit of {limit}; {suggestion}")]
+    TooLarge {
+        what: &'static str,
+        size: u128,
+        limit: u128,
+        suggestion: &'static str,
+    },
+}

@@ -1,0 +1,34 @@
+//! # mdsd-core
+//!
+//! The vocabulary of multi-draft speculative sampling: validated probability
+//! vectors ([`Distribution`], with temperature / top-k / top-p in
+//! [`Transform`]), the four draft schemes ([`DraftScheme`]: iid, without
+//! replacement, independent, greedy) with their exact laws over ordered tuples
+//! and sets and seeded sampling, the [`Problem`] every solver takes, and the
+//! [`Plan`] (a verifier as an explicit conditional law) exact solvers return.
+//! The mathematics is in `DESIGN.md` §3.
+//!
+//! ```
+//! use mdsd_core::{Distribution, DraftScheme, DEFAULT_ENUMERATION_LIMIT};
+//!
+//! let q = Distribution::from_probs(vec![0.2, 0.3, 0.5])?;
+//! let drafts = DraftScheme::iid(q, 2)?;
+//! let sets = drafts.set_law(DEFAULT_ENUMERATION_LIMIT)?;
+//! // {0}, {0,1}, {0,2}, {1}, {1,2}, {2}
+//! assert_eq!(sets.len(), 6);
+//! let total: f64 = sets.probs.iter().sum();
+//! assert!((total - 1.0).abs() < 1e-15);
+//! # Ok::<(), mdsd_core::CoreError>(())
+//! ```
+
+mod distribution;
+mod error;
+mod problem;
+mod scheme;
+
+pub use distribution::{Distribution, SUM_TOLERANCE, Transform};
+pub use error::CoreError;
+pub use problem::{Plan, Problem};
+pub use scheme::{
+    DEFAULT_ENUMERATION_LIMIT, DraftLaw, DraftScheme, SchemeKind, sample_index, token_set,
+};

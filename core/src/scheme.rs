@@ -1,0 +1,374 @@
+//! Draft schemes (DESIGN §3): how the n draft tokens are drawn, their exact
+//! law over ordered tuples and over sets, and seeded sampling.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use rand::Rng;
+
+use crate::distribution::check_same_len;
+use crate::{CoreError, Distribution};
+
+/// Default cap on the number of ordered draft tuples an exact enumeration
+/// may produce.
+pub const DEFAULT_ENUMERATION_LIMIT: usize = 1_000_000;
+
+/// The four ways of drawing drafts, by their command-line names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SchemeKind {
+    /// n independent draws from one draft q.
+    Iid,
+    /// n draws without replacement from q (sequential, each proportional to q
+    /// among tokens not yet drawn; equivalently Gumbel-top-n).
+    WithoutReplacement,
+    /// x_i ~ q_i from n different draft models.
+    Independent,
+    /// Hu et al.: the n-1 most likely tokens of q plus one token drawn from q
+    /// restricted to the rest.
+    Greedy,
+}
+
+impl SchemeKind {
+    /// Every scheme, in the order used in tables.
+    pub const ALL: [SchemeKind; 4] = [
+        SchemeKind::Iid,
+        SchemeKind::WithoutReplacement,
+        SchemeKind::Independent,
+        SchemeKind::Greedy,
+    ];
+
+    /// The scheme's name on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            SchemeKind::Iid => "iid",
+            SchemeKind::WithoutReplacement => "wor",
+            SchemeKind::Independent => "independent",
+            SchemeKind::Greedy => "greedy",
+        }
+    }
+}
+
+impl fmt::Display for SchemeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for SchemeKind {
+    type Err = CoreError;
+
+    fn from_str(s: &str) -> Result<Self, CoreError> {
+        SchemeKind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == s)
+            .ok_or_else(|| CoreError::UnknownScheme(s.to_string()))
+    }
+}
+
+/// An exact law over draft outcomes: ordered tuples (from
+/// [`DraftScheme::tuple_law`]) or sorted token sets (from
+/// [`DraftScheme::set_law`]). Only outcomes of positive probability are listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DraftLaw {
+    pub outcomes: Vec<Vec<usize>>,
+    pub probs: Vec<f64>,
+}
+
+impl DraftLaw {
+    /// Number of outcomes.
+    pub fn len(&self) -> usize {
+        self.outcomes.len()
+    }
+
+    /// True when there is no outcome.
+    pub fn is_empty(&self) -> bool {
+        self.outcomes.is_empty()
+    }
+
+    /// Outcomes with their probabilities.
+    pub fn iter(&self) -> impl Iterator<Item = (&[usize], f64)> {
+        self.outcomes
+            .iter()
+            .map(Vec::as_slice)
+            .zip(self.probs.iter().copied())
+    }
+}
+
+/// A draft scheme together with its draft distribution(s) and the number of
+/// drafts n. Constructed only through validating constructors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DraftScheme {
+    kind: SchemeKind,
+    n: usize,
+    /// One distribution, or n for [`SchemeKind::Independent`].
+    drafts: Vec<Distribution>,
+    /// For greedy: the n-1 deterministic tokens, most likely first.
+    greedy_top: Vec<usize>,
+}
+
+impl DraftScheme {
+    /// n i.i.d. drafts from `q`.
+    pub fn iid(q: Distribution, n: usize) -> Result<Self, CoreError> {
+        Self::new(SchemeKind::Iid, vec![q], n)
+    }
+
+    /// n drafts from `q` without replacement; `q` needs n tokens of positive
+    /// probability.
+    pub fn without_replacement(q: Distribution, n: usize) -> Result<Self, CoreError> {
+        Self::new(SchemeKind::WithoutReplacement, vec![q], n)
+    }
+
+    /// Hu et al.'s greedy drafts; `q` needs n tokens of positive probability.
+    pub fn greedy(q: Distribution, n: usize) -> Result<Self, CoreError> {
+        Self::new(SchemeKind::Greedy, vec![q], n)
+    }
+
+    /// One draft from each of `qs` (n = `qs.len()`).
+    pub fn independent(qs: Vec<Distribution>) -> Result<Self, CoreError> {
+        let n = qs.len();
+        Self::new(SchemeKind::Independent, qs, n)
+    }
+
+    /// The general constructor: `drafts` holds one distribution, or n of them
+    /// for [`SchemeKind::Independent`], all over one vocabulary.
+    pub fn new(kind: SchemeKind, drafts: Vec<Distribution>, n: usize) -> Result<Self, CoreError> {
+        if n == 0 {
+            return Err(CoreError::NoDrafts);
+        }
+        let expected = if kind == SchemeKind::Independent { n } else { 1 };
+        if drafts.len() != expected {
+            return Err(CoreError::DraftCountMismatch {
+                scheme: kind.name(),
+                needed: n,
+                expected,
+                found: drafts.len(),
+            });
+        }
+        let vocab_size = drafts[0].len();
+        for (i, q) in drafts.iter().enumerate().skip(1) {
+            check_same_len(vocab_size, q, &format!("draft distribution {i}"))?;
+        }
+        let needs_distinct = matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Greedy);
+        let available = drafts[0].support_size();
+        if needs_distinct && available < n {
+            return Err(CoreError::NotEnoughSupport {
+                scheme: kind.name(),
+                needed: n,
+                available,
+            });
+        }
+        let greedy_top = if kind == SchemeKind::Greedy {
+            drafts[0].tokens_by_descending_prob()[..n - 1].to_vec()
+        } else {
+            Vec::new()
+        };
+        Ok(Self {
+            kind,
+            n,
+            drafts,
+            greedy_top,
+        })
+    }
+
+    pub fn kind(&self) -> SchemeKind {
+        self.kind
+    }
+
+    /// Number of drafts.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.drafts[0].len()
+    }
+
+    /// The draft distributions: one, or n for independent drafts.
+    pub fn drafts(&self) -> &[Distribution] {
+        &self.drafts
+    }
+
+    /// The law of draft `i`'s token when it is drawn at random: `q_i` for
+    /// independent drafts, `q` otherwise.
+    fn draft_for(&self, i: usize) -> &Distribution {
+        if self.kind == SchemeKind::Independent {
+            &self.drafts[i]
+        } else {
+            &self.drafts[0]
+        }
+    }
+
+    /// The greedy scheme's n-1 deterministic tokens (empty for other schemes).
+    pub fn greedy_top(&self) -> &[usize] {
+        &self.greedy_top
+    }
+
+    /// For greedy: q restricted to the tokens outside [`Self::greedy_top`]
+    /// and renormalised (q' in DESIGN §3). Zero on the top tokens.
+    pub fn greedy_rest(&self) -> Vec<f64> {
+        let q = self.drafts[0].probs();
+        let mut rest = q.to_vec();
+        for &t in &self.greedy_top {
+            rest[t] = 0.0;
+        }
+        // Sum the remaining tokens directly rather than 1 - q(top): no cancellation.
+        let total: f64 = rest.iter().sum();
+        rest.iter_mut().for_each(|x| *x /= total);
+        rest
+    }
+
+    /// Number of ordered draft tuples of positive probability, without
+    /// enumerating them (saturates at `u128::MAX`).
+    pub fn tuple_count(&self) -> u128 {
+        let support = |q: &Distribution| q.support_size() as u128;
+        match self.kind {
+            SchemeKind::Iid => support(&self.drafts[0]).saturating_pow(self.n as u32),
+            SchemeKind::Independent => self
+                .drafts
+                .iter()
+                .fold(1u128, |acc, q| acc.saturating_mul(support(q))),
+            SchemeKind::WithoutReplacement => {
+                let s = support(&self.drafts[0]);
+                (0..self.n as u128).fold(1u128, |acc, i| acc.saturating_mul(s - i))
+            }
+            SchemeKind::Greedy => {
+                let rest = self.greedy_rest();
+                rest.iter().filter(|&&x| x > 0.0).count() as u128
+            }
+        }
+    }
+
+    fn check_enumeration_size(&self, limit: usize) -> Result<(), CoreError> {
+        let size = self.tuple_count();
+        if size > limit as u128 {
+            return Err(CoreError::TooLarge {
+                what: "the exact draft law (ordered draft tuples)",
+                size,
+                limit: limit as u128,
+                suggestion: "use a closed-form bound (mdsd-bounds) or a method that scales \
+                             (max flow over sets in mdsd-flow, the convex solver in mdsd-convex)",
+            });
+        }
+        Ok(())
+    }
+
+    /// The exact law over ordered draft tuples, refusing more than `limit`
+    /// tuples with [`CoreError::TooLarge`].
+    pub fn tuple_law(&self, limit: usize) -> Result<DraftLaw, CoreError> {
+        self.check_enumeration_size(limit)?;
+        let mut law = DraftLaw {
+            outcomes: Vec::new(),
+            probs: Vec::new(),
+        };
+        if self.kind == SchemeKind::Greedy {
+            for (token, &prob) in self.greedy_rest().iter().enumerate() {
+                if prob > 0.0 {
+                    let mut tuple = self.greedy_top.clone();
+                    tuple.push(token);
+                    law.outcomes.push(tuple);
+                    law.probs.push(prob);
+                }
+            }
+            return Ok(law);
+        }
+        let mut prefix = Vec::with_capacity(self.n);
+        self.extend_tuples(&mut prefix, 1.0, &mut law);
+        Ok(law)
+    }
+
+    /// Depth-first enumeration of the tuples extending `prefix`, whose
+    /// probability so far is `prob`.
+    fn extend_tuples(&self, prefix: &mut Vec<usize>, prob: f64, law: &mut DraftLaw) {
+        if prefix.len() == self.n {
+            law.outcomes.push(prefix.clone());
+            law.probs.push(prob);
+            return;
+        }
+        let q = self.draft_for(prefix.len()).probs();
+        let without_replacement = self.kind == SchemeKind::WithoutReplacement;
+        // Without replacement the next draw is proportional to q among tokens
+        // not drawn yet; their mass is summed directly (DESIGN §3), never
+        // taken as 1 - q(drawn), which cancels.
+        let remaining = if without_replacement {
+            q.iter()
+                .enumerate()
+                .filter(|(t, _)| !prefix.contains(t))
+                .map(|(_, x)| x)
+                .sum()
+        } else {
+            1.0
+        };
+        for (token, &qt) in q.iter().enumerate() {
+            if qt <= 0.0 || (without_replacement && prefix.contains(&token)) {
+                continue;
+            }
+            prefix.push(token);
+            self.extend_tuples(prefix, prob * qt / remaining, law);
+            prefix.pop();
+        }
+    }
+
+    /// The exact law of the draft *set* (tuples collapsed to their sorted,
+    /// de-duplicated token sets), outcomes in lexicographic order.
+    pub fn set_law(&self, limit: usize) -> Result<DraftLaw, CoreError> {
+        let tuples = self.tuple_law(limit)?;
+        let mut sets: BTreeMap<Vec<usize>, f64> = BTreeMap::new();
+        for (tuple, prob) in tuples.iter() {
+            *sets.entry(token_set(tuple)).or_insert(0.0) += prob;
+        }
+        let (outcomes, probs) = sets.into_iter().unzip();
+        Ok(DraftLaw { outcomes, probs })
+    }
+
+    /// Draws one ordered draft tuple.
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> Vec<usize> {
+        match self.kind {
+            SchemeKind::Iid | SchemeKind::Independent => (0..self.n)
+                .map(|i| sample_index(self.draft_for(i).probs(), rng))
+                .collect(),
+            SchemeKind::WithoutReplacement => {
+                let mut weights = self.drafts[0].probs().to_vec();
+                (0..self.n)
+                    .map(|_| {
+                        let token = sample_index(&weights, rng);
+                        weights[token] = 0.0;
+                        token
+                    })
+                    .collect()
+            }
+            SchemeKind::Greedy => {
+                let mut tuple = self.greedy_top.clone();
+                tuple.push(sample_index(&self.greedy_rest(), rng));
+                tuple
+            }
+        }
+    }
+}
+
+/// The sorted, de-duplicated set of tokens in a draft tuple.
+pub fn token_set(tuple: &[usize]) -> Vec<usize> {
+    let mut set = tuple.to_vec();
+    set.sort_unstable();
+    set.dedup();
+    set
+}
+
+/// Draws an index with probability proportional to `weights` (non-negative,
+/// not all zero). Never returns an index of zero weight.
+pub fn sample_index<R: Rng + ?Sized>(weights: &[f64], rng: &mut R) -> usize {
+    let total: f64 = weights.iter().sum();
+    let mut u = rng.random::<f64>() * total;
+    let mut last_positive = 0;
+    for (i, &w) in weights.iter().enumerate() {
+        if w > 0.0 {
+            if u < w {
+                return i;
+            }
+            u -= w;
+            last_positive = i;
+        }
+    }
+    // Rounding left u just above the last weight.
+    last_positive
+}

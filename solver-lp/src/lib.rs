@@ -1,0 +1,355 @@
+//! # mdsd-lp
+//!
+//! The optimal-transport linear program of multi-draft speculative sampling,
+//! solved exactly for small vocabularies (DESIGN §3). Two formulations:
+//!
+//! * [`Formulation::Full`]: a coupling pi(x, y) of the draft-tuple law Q and
+//!   the target p over all ordered tuples x (V^n x V variables), maximising
+//!   P(y in x). One redundant marginal row is dropped (DESIGN §7).
+//! * [`Formulation::Relaxed`]: accepted mass f(S, y) only on pairs with y in
+//!   the draft set S, rows <= p, columns <= Q(S); the plan is completed by
+//!   the independent residual. Same value, far fewer variables.
+//!
+//! Both return alpha*, the plan pi(y | outcome), the certificate H* read off
+//! a minimum cut of the optimal flow (when it verifies), and the solver
+//! status. The solver is good_lp's pure-Rust microlp; the cargo feature
+//! `highs` adds HiGHS. Instances above a variable budget are refused with a
+//! typed error naming the methods that scale.
+//!
+//! ```
+//! use mdsd_core::{Distribution, DraftScheme, Problem};
+//! use mdsd_lp::LpSolver;
+//!
+//! let p = Distribution::from_probs(vec![0.5, 0.3, 0.2])?;
+//! let q = Distribution::from_probs(vec![0.2, 0.3, 0.5])?;
+//! let problem = Problem::new(p, DraftScheme::iid(q, 2)?)?;
+//! let solution = LpSolver::default().solve(&problem)?;
+//! assert!((solution.alpha - 0.86).abs() < 1e-9);
+//! assert_eq!(solution.certificate, Some(vec![1, 2]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod certificate;
+mod program;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use mdsd_core::{CoreError, DraftLaw, Plan, Problem, token_set};
+use thiserror::Error;
+
+use certificate::certificate_from_flow;
+use program::{LinearProgram, RowKind};
+
+/// Default cap on the number of LP variables.
+pub const DEFAULT_MAX_VARIABLES: usize = 200_000;
+
+/// Which linear program to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Formulation {
+    /// Ordered tuples x tokens: the OT LP as stated.
+    #[default]
+    Full,
+    /// (set, token) pairs with the token in the set.
+    Relaxed,
+}
+
+impl fmt::Display for Formulation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Formulation::Full => "full",
+            Formulation::Relaxed => "relaxed",
+        })
+    }
+}
+
+/// The LP solver behind good_lp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LpBackend {
+    /// microlp, pure Rust (good_lp feature `minilp`).
+    #[default]
+    Microlp,
+    /// HiGHS (this crate's feature `highs`).
+    #[cfg(feature = "highs")]
+    Highs,
+}
+
+impl fmt::Display for LpBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LpBackend::Microlp => "microlp",
+            #[cfg(feature = "highs")]
+            LpBackend::Highs => "highs",
+        })
+    }
+}
+
+/// Why the LP was not solved.
+#[derive(Debug, Error)]
+pub enum LpError {
+    #[error(transparent)]
+    Invalid(#[from] CoreError),
+    #[error(
+        "the {formulation} LP needs {variables} variables, above the budget of {limit}; \
+         use the closed-form bound (`mdsd bound`, mdsd-bounds), max flow (mdsd-flow) \
+         or the convex solver (mdsd-convex), which scale to large vocabularies"
+    )]
+    TooLarge {
+        formulation: Formulation,
+        variables: u128,
+        limit: usize,
+    },
+    #[error("the {backend} solver failed on the {formulation} LP: {message}")]
+    Solver {
+        backend: LpBackend,
+        formulation: Formulation,
+        message: String,
+    },
+}
+
+/// How the solve went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LpStatus {
+    pub backend: LpBackend,
+    pub formulation: Formulation,
+    pub variables: usize,
+    pub constraints: usize,
+    /// The largest violation of the returned plan's marginals (rows sum to
+    /// 1, output law equals p), measured after the solve.
+    pub max_marginal_error: f64,
+}
+
+/// An optimal solution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LpSolution {
+    /// The optimal acceptance alpha*.
+    pub alpha: f64,
+    /// pi(y | outcome): over ordered tuples for [`Formulation::Full`], over
+    /// sets for [`Formulation::Relaxed`].
+    pub plan: Plan,
+    /// H* from a minimum cut of the optimal flow, ascending; `None` only if
+    /// solver round-off kept it from reproducing alpha to 1e-7.
+    pub certificate: Option<Vec<usize>>,
+    pub status: LpStatus,
+}
+
+/// The LP solver: choose a formulation, a backend and a variable budget,
+/// then [`LpSolver::solve`] problems.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LpSolver {
+    pub formulation: Formulation,
+    pub backend: LpBackend,
+    pub max_variables: usize,
+}
+
+impl Default for LpSolver {
+    fn default() -> Self {
+        Self {
+            formulation: Formulation::default(),
+            backend: LpBackend::default(),
+            max_variables: DEFAULT_MAX_VARIABLES,
+        }
+    }
+}
+
+impl LpSolver {
+    pub fn with_formulation(self, formulation: Formulation) -> Self {
+        Self { formulation, ..self }
+    }
+
+    pub fn with_backend(self, backend: LpBackend) -> Self {
+        Self { backend, ..self }
+    }
+
+    pub fn with_max_variables(self, max_variables: usize) -> Self {
+        Self { max_variables, ..self }
+    }
+
+    /// Solves one problem.
+    pub fn solve(&self, problem: &Problem) -> Result<LpSolution, LpError> {
+        match self.formulation {
+            Formulation::Full => self.solve_full(problem),
+            Formulation::Relaxed => self.solve_relaxed(problem),
+        }
+    }
+
+    fn too_large(&self, variables: u128) -> LpError {
+        LpError::TooLarge {
+            formulation: self.formulation,
+            variables,
+            limit: self.max_variables,
+        }
+    }
+
+    /// Enumerates the draft tuples, refusing more than the variable budget
+    /// (each tuple carries at least one variable).
+    fn tuples(&self, problem: &Problem) -> Result<DraftLaw, LpError> {
+        let count = problem.drafts().tuple_count();
+        if count > self.max_variables as u128 {
+            return Err(self.too_large(count));
+        }
+        Ok(problem.drafts().tuple_law(self.max_variables)?)
+    }
+
+    fn run(&self, lp: &LinearProgram) -> Result<Vec<f64>, LpError> {
+        let result = match self.backend {
+            LpBackend::Microlp => lp.solve_with(good_lp::microlp),
+            #[cfg(feature = "highs")]
+            LpBackend::Highs => lp.solve_with(good_lp::highs),
+        };
+        result.map_err(|e| LpError::Solver {
+            backend: self.backend,
+            formulation: self.formulation,
+            message: e,
+        })
+    }
+
+    fn status(&self, lp: &LinearProgram, plan: &Plan, problem: &Problem) -> LpStatus {
+        LpStatus {
+            backend: self.backend,
+            formulation: self.formulation,
+            variables: lp.variables,
+            constraints: lp.rows.len(),
+            max_marginal_error: plan.max_marginal_error(problem.target()),
+        }
+    }
+
+    fn solve_full(&self, problem: &Problem) -> Result<LpSolution, LpError> {
+        let p = problem.target().probs();
+        let support: Vec<usize> = (0..p.len()).filter(|&y| p[y] > 0.0).collect();
+        let tuple_count = problem.drafts().tuple_count();
+        let variables = tuple_count.saturating_mul(support.len() as u128);
+        if variables > self.max_variables as u128 {
+            return Err(self.too_large(variables));
+        }
+        let tuples = self.tuples(problem)?;
+        let s = support.len();
+        let var = |i: usize, j: usize| i * s + j;
+        let mut lp = LinearProgram {
+            variables: tuples.len() * s,
+            ..Default::default()
+        };
+        for (i, (tuple, prob)) in tuples.iter().enumerate() {
+            lp.row((0..s).map(|j| var(i, j)).collect(), RowKind::Equal, prob);
+            lp.objective
+                .extend((0..s).filter(|&j| tuple.contains(&support[j])).map(|j| var(i, j)));
+        }
+        // The rows sum to the same total as the columns: drop the last column.
+        for j in 0..s - 1 {
+            lp.row((0..tuples.len()).map(|i| var(i, j)).collect(), RowKind::Equal, p[support[j]]);
+        }
+        let x = self.run(&lp)?;
+        let alpha: f64 = lp.objective.iter().map(|&k| x[k].max(0.0)).sum();
+
+        let v = p.len();
+        let mut conditional = vec![0.0; tuples.len() * v];
+        let mut by_set: BTreeMap<Vec<usize>, (f64, BTreeMap<usize, f64>)> = BTreeMap::new();
+        for (i, (tuple, prob)) in tuples.iter().enumerate() {
+            let set = token_set(tuple);
+            let entry = by_set.entry(set.clone()).or_default();
+            entry.0 += prob;
+            for (j, &y) in support.iter().enumerate() {
+                let mass = x[var(i, j)].max(0.0);
+                conditional[i * v + y] = mass / prob;
+                if set.contains(&y) {
+                    *entry.1.entry(y).or_insert(0.0) += mass;
+                }
+            }
+        }
+        let mut sets = DraftLaw {
+            outcomes: Vec::new(),
+            probs: Vec::new(),
+        };
+        let mut flow = Vec::new();
+        for (set, (prob, accepted)) in by_set {
+            sets.outcomes.push(set);
+            sets.probs.push(prob);
+            flow.push(accepted.into_iter().collect::<Vec<_>>());
+        }
+        let certificate = certificate_from_flow(&sets, p, &flow, alpha);
+        let plan = Plan::new(tuples, v, conditional);
+        let status = self.status(&lp, &plan, problem);
+        Ok(LpSolution {
+            alpha,
+            plan,
+            certificate,
+            status,
+        })
+    }
+
+    fn solve_relaxed(&self, problem: &Problem) -> Result<LpSolution, LpError> {
+        let p = problem.target().probs();
+        let v = p.len();
+        self.tuples(problem)?;
+        let sets = problem.drafts().set_law(self.max_variables)?;
+        // One variable per (set, token in the set with p > 0).
+        let pairs: Vec<(usize, usize)> = sets
+            .outcomes
+            .iter()
+            .enumerate()
+            .flat_map(|(s, set)| set.iter().filter(|&&y| p[y] > 0.0).map(move |&y| (s, y)))
+            .collect();
+        if pairs.len() > self.max_variables {
+            return Err(self.too_large(pairs.len() as u128));
+        }
+        let mut lp = LinearProgram {
+            variables: pairs.len(),
+            objective: (0..pairs.len()).collect(),
+            ..Default::default()
+        };
+        let mut by_set = vec![Vec::new(); sets.len()];
+        let mut by_token = vec![Vec::new(); v];
+        for (k, &(s, y)) in pairs.iter().enumerate() {
+            by_set[s].push(k);
+            by_token[y].push(k);
+        }
+        for (s, vars) in by_set.into_iter().enumerate() {
+            lp.row(vars, RowKind::AtMost, sets.probs[s]);
+        }
+        for (y, vars) in by_token.into_iter().enumerate() {
+            if !vars.is_empty() {
+                lp.row(vars, RowKind::AtMost, p[y]);
+            }
+        }
+        let x: Vec<f64> = self.run(&lp)?.into_iter().map(|f| f.max(0.0)).collect();
+        let alpha: f64 = x.iter().sum();
+
+        let mut flow = vec![Vec::new(); sets.len()];
+        let mut accepted_by_token = vec![0.0; v];
+        for (k, &(s, y)) in pairs.iter().enumerate() {
+            flow[s].push((y, x[k]));
+            accepted_by_token[y] += x[k];
+        }
+        // Complete to a full coupling with the independent residual
+        // (DESIGN §3): row residual r_S = Q(S) - f_S, column residual
+        // r_y = p(y) - f_y, and pi(S, y) += r_S r_y / Σ r_y.
+        let column_residual: Vec<f64> = p
+            .iter()
+            .zip(&accepted_by_token)
+            .map(|(py, f)| (py - f).max(0.0))
+            .collect();
+        let residual_total: f64 = column_residual.iter().sum();
+        let mut conditional = vec![0.0; sets.len() * v];
+        for (s, (edges, &prob)) in flow.iter().zip(&sets.probs).enumerate() {
+            let row = &mut conditional[s * v..(s + 1) * v];
+            let row_residual = (prob - edges.iter().map(|e| e.1).sum::<f64>()).max(0.0);
+            if residual_total > 0.0 {
+                for (r, c) in row.iter_mut().zip(&column_residual) {
+                    *r = row_residual * c / residual_total / prob;
+                }
+            }
+            for &(y, f) in edges {
+                row[y] += f / prob;
+            }
+        }
+        let certificate = certificate_from_flow(&sets, p, &flow, alpha);
+        let plan = Plan::new(sets, v, conditional);
+        let status = self.status(&lp, &plan, problem);
+        Ok(LpSolution {
+            alpha,
+            plan,
+            certificate,
+            status,
+        })
+    }
+}
