@@ -19,11 +19,17 @@ pub(crate) fn independent_by_subsets(p: &[f64], qs: &[&[f64]]) -> Result<(f64, V
         return Err(free.len());
     }
     let forced_q: Vec<f64> = qs.iter().map(|q| forced.iter().map(|&t| q[t]).sum()).collect();
+    // Mass of the tokens that are never in H (no draft model proposes them).
+    let never_in: f64 = (0..p.len()).filter(|&t| !proposable(t)).map(|t| p[t]).sum();
     let (mut best, mut best_mask) = (0.0, 0u32);
     for mask in 0u32..(1 << free.len()) {
         let members = || (0..free.len()).filter(move |i| mask >> i & 1 == 1).map(|i| free[i]);
         let p_in: f64 = members().map(|t| p[t]).sum();
-        let p_out: f64 = (0..free.len()).filter(|i| mask >> i & 1 == 0).map(|i| p[free[i]]).sum();
+        let p_out: f64 = never_in
+            + (0..free.len())
+                .filter(|i| mask >> i & 1 == 0)
+                .map(|i| p[free[i]])
+                .sum::<f64>();
         let all_in: f64 = qs
             .iter()
             .zip(&forced_q)

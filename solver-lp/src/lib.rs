@@ -30,6 +30,7 @@
 //! ```
 
 mod certificate;
+mod completion;
 mod program;
 
 use std::collections::BTreeMap;
@@ -39,6 +40,7 @@ use mdsd_core::{CoreError, DraftLaw, Plan, Problem, token_set};
 use thiserror::Error;
 
 use certificate::certificate_from_flow;
+use completion::{Accepted, complete_plan};
 use program::{LinearProgram, RowKind};
 
 /// Default cap on the number of LP variables.
@@ -241,19 +243,25 @@ impl LpSolver {
         let x = self.run(&lp)?;
         let alpha: f64 = lp.objective.iter().map(|&k| x[k].max(0.0)).sum();
 
-        let v = p.len();
-        let mut conditional = vec![0.0; tuples.len() * v];
+        let accepted: Accepted = tuples
+            .outcomes
+            .iter()
+            .enumerate()
+            .map(|(i, tuple)| {
+                (0..s)
+                    .filter(|&j| tuple.contains(&support[j]))
+                    .map(|j| (support[j], x[var(i, j)]))
+                    .collect()
+            })
+            .collect();
+        let (plan, accepted) = complete_plan(tuples, p, accepted);
+        // The certificate lives on sets: collapse tuples to their sets.
         let mut by_set: BTreeMap<Vec<usize>, (f64, BTreeMap<usize, f64>)> = BTreeMap::new();
-        for (i, (tuple, prob)) in tuples.iter().enumerate() {
-            let set = token_set(tuple);
-            let entry = by_set.entry(set.clone()).or_default();
+        for ((tuple, prob), edges) in plan.law().iter().zip(&accepted) {
+            let entry = by_set.entry(token_set(tuple)).or_default();
             entry.0 += prob;
-            for (j, &y) in support.iter().enumerate() {
-                let mass = x[var(i, j)].max(0.0);
-                conditional[i * v + y] = mass / prob;
-                if set.contains(&y) {
-                    *entry.1.entry(y).or_insert(0.0) += mass;
-                }
+            for &(y, a) in edges {
+                *entry.1.entry(y).or_insert(0.0) += a;
             }
         }
         let mut sets = DraftLaw {
@@ -261,13 +269,12 @@ impl LpSolver {
             probs: Vec::new(),
         };
         let mut flow = Vec::new();
-        for (set, (prob, accepted)) in by_set {
+        for (set, (prob, edges)) in by_set {
             sets.outcomes.push(set);
             sets.probs.push(prob);
-            flow.push(accepted.into_iter().collect::<Vec<_>>());
+            flow.push(edges.into_iter().collect());
         }
         let certificate = certificate_from_flow(&sets, p, &flow, alpha);
-        let plan = Plan::new(tuples, v, conditional);
         let status = self.status(&lp, &plan, problem);
         Ok(LpSolution {
             alpha,
@@ -311,39 +318,14 @@ impl LpSolver {
                 lp.row(vars, RowKind::AtMost, p[y]);
             }
         }
-        let x: Vec<f64> = self.run(&lp)?.into_iter().map(|f| f.max(0.0)).collect();
-        let alpha: f64 = x.iter().sum();
-
-        let mut flow = vec![Vec::new(); sets.len()];
-        let mut accepted_by_token = vec![0.0; v];
+        let x = self.run(&lp)?;
+        let alpha: f64 = x.iter().map(|f| f.max(0.0)).sum();
+        let mut accepted: Accepted = vec![Vec::new(); sets.len()];
         for (k, &(s, y)) in pairs.iter().enumerate() {
-            flow[s].push((y, x[k]));
-            accepted_by_token[y] += x[k];
+            accepted[s].push((y, x[k]));
         }
-        // Complete to a full coupling with the independent residual
-        // (DESIGN §3): row residual r_S = Q(S) - f_S, column residual
-        // r_y = p(y) - f_y, and pi(S, y) += r_S r_y / Σ r_y.
-        let column_residual: Vec<f64> = p
-            .iter()
-            .zip(&accepted_by_token)
-            .map(|(py, f)| (py - f).max(0.0))
-            .collect();
-        let residual_total: f64 = column_residual.iter().sum();
-        let mut conditional = vec![0.0; sets.len() * v];
-        for (s, (edges, &prob)) in flow.iter().zip(&sets.probs).enumerate() {
-            let row = &mut conditional[s * v..(s + 1) * v];
-            let row_residual = (prob - edges.iter().map(|e| e.1).sum::<f64>()).max(0.0);
-            if residual_total > 0.0 {
-                for (r, c) in row.iter_mut().zip(&column_residual) {
-                    *r = row_residual * c / residual_total / prob;
-                }
-            }
-            for &(y, f) in edges {
-                row[y] += f / prob;
-            }
-        }
-        let certificate = certificate_from_flow(&sets, p, &flow, alpha);
-        let plan = Plan::new(sets, v, conditional);
+        let (plan, flow) = complete_plan(sets, p, accepted);
+        let certificate = certificate_from_flow(plan.law(), p, &flow, alpha);
         let status = self.status(&lp, &plan, problem);
         Ok(LpSolution {
             alpha,

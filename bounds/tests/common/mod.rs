@@ -1,0 +1,78 @@
+//! Random instances for the cross-checks: small vocabularies, flat or peaked
+//! (Dirichlet(0.1)) distributions, with zeros.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use mdsd_core::{Distribution, DraftScheme, SchemeKind};
+use ndarray::Array2;
+use ndarray_npy::NpzReader;
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution as _, Gamma};
+
+/// A probability vector of length `v`: Dirichlet(`concentration`) with each
+/// entry zeroed with probability `zero_rate`, keeping at least `min_support`
+/// positive entries.
+pub fn random_distribution(
+    rng: &mut ChaCha8Rng,
+    v: usize,
+    concentration: f64,
+    zero_rate: f64,
+    min_support: usize,
+) -> Distribution {
+    let gamma = Gamma::new(concentration, 1.0).unwrap();
+    let mut w: Vec<f64> = (0..v).map(|_| gamma.sample(rng).max(1e-300)).collect();
+    let mut zeros: Vec<usize> = (0..v).filter(|_| rng.random::<f64>() < zero_rate).collect();
+    zeros.truncate(v - min_support.max(1));
+    for z in zeros {
+        w[z] = 0.0;
+    }
+    let total: f64 = w.iter().sum();
+    Distribution::from_probs(w.into_iter().map(|x| x / total).collect::<Vec<_>>()).unwrap()
+}
+
+/// A random target and draft scheme of the given kind.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub p: Distribution,
+    pub drafts: DraftScheme,
+}
+
+/// Instances with V in 2..=`max_v`, n in 1..=`max_n`, flat (Dirichlet(1))
+/// or peaked (Dirichlet(0.1)) distributions, and zeros in p and q.
+pub fn instances(kind: SchemeKind, max_v: usize, max_n: usize) -> impl Strategy<Value = Instance> {
+    (2..=max_v, 1..=max_n, any::<u64>(), prop::bool::ANY, 0.0..0.4f64).prop_map(
+        move |(v, n, seed, peaked, zero_rate)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let concentration = if peaked { 0.1 } else { 1.0 };
+            let needs_distinct = matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Greedy);
+            let n = if needs_distinct { n.min(v) } else { n };
+            let min_support = if needs_distinct { n } else { 1 };
+            let p = random_distribution(&mut rng, v, concentration, zero_rate, 1);
+            let count = if kind == SchemeKind::Independent { n } else { 1 };
+            let qs = (0..count)
+                .map(|_| random_distribution(&mut rng, v, concentration, zero_rate, min_support))
+                .collect();
+            Instance {
+                p,
+                drafts: DraftScheme::new(kind, qs, n).unwrap(),
+            }
+        },
+    )
+}
+
+/// The 8 real full-vocabulary rows of `data/qwen-coder-dense-8rows.npz`,
+/// renormalised in f64: `(p, q)` pairs.
+pub fn real_rows() -> Vec<(Distribution, Distribution)> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/qwen-coder-dense-8rows.npz");
+    let mut npz = NpzReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let p: Array2<f32> = npz.by_name("p.npy").unwrap();
+    let q: Array2<f32> = npz.by_name("q.npy").unwrap();
+    let to_dist = |row: ndarray::ArrayView1<f32>| {
+        Distribution::from_probs(row.iter().map(|&x| f64::from(x)).collect::<Vec<_>>()).unwrap()
+    };
+    p.rows().into_iter().zip(q.rows()).map(|(p, q)| (to_dist(p), to_dist(q))).collect()
+}

@@ -1,0 +1,91 @@
+//! The closed-form bounds against both LP formulations on random instances
+//! (V 2..6, n 1..3, flat and peaked, zeros in p and q), to 1e-9.
+
+mod common;
+
+use common::{Instance, instances};
+use mdsd_bounds::{IidAlgorithm, acceptance_upper_bound, optimal_acceptance, optimal_acceptance_iid};
+use mdsd_core::{Problem, SchemeKind};
+use mdsd_lp::{Formulation, LpSolver};
+use proptest::prelude::*;
+
+const TOL: f64 = 1e-9;
+
+/// bound = full LP = relaxed LP; every certificate attains its value; the
+/// LP plans are couplings of Q and p; n = 1 gives Σ min(p, q).
+fn check(instance: Instance) -> Result<(), TestCaseError> {
+    let problem = Problem::new(instance.p.clone(), instance.drafts.clone()).unwrap();
+    let bound = optimal_acceptance(&problem).unwrap();
+    let upper = acceptance_upper_bound(&problem, &bound.certificate).unwrap();
+    prop_assert!((upper - bound.alpha).abs() <= TOL, "certificate gives {upper}, bound {}", bound.alpha);
+
+    for formulation in [Formulation::Full, Formulation::Relaxed] {
+        let lp = LpSolver::default().with_formulation(formulation).solve(&problem).unwrap();
+        prop_assert!(
+            (lp.alpha - bound.alpha).abs() <= TOL,
+            "{formulation} LP {} vs bound {}",
+            lp.alpha,
+            bound.alpha
+        );
+        prop_assert!(lp.status.max_marginal_error <= TOL, "plan marginals off by {}", lp.status.max_marginal_error);
+        prop_assert!((lp.plan.acceptance() - lp.alpha).abs() <= TOL);
+        let cut = lp.certificate.expect("the min cut of an optimal flow verifies");
+        let cut_value = acceptance_upper_bound(&problem, &cut).unwrap();
+        prop_assert!((cut_value - bound.alpha).abs() <= TOL);
+    }
+
+    if instance.drafts.n() == 1 {
+        let single: f64 = instance
+            .p
+            .probs()
+            .iter()
+            .zip(instance.drafts.drafts()[0].probs())
+            .map(|(a, b)| a.min(*b))
+            .sum();
+        prop_assert!((bound.alpha - single).abs() <= TOL, "n = 1: {} vs Σ min {single}", bound.alpha);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn iid_bound_equals_lp(instance in instances(SchemeKind::Iid, 6, 3)) {
+        check(instance.clone())?;
+        let q = &instance.drafts.drafts()[0];
+        let n = instance.drafts.n();
+        let sort = optimal_acceptance_iid(&instance.p, q, n, IidAlgorithm::Sort).unwrap();
+        let selection = optimal_acceptance_iid(&instance.p, q, n, IidAlgorithm::Selection).unwrap();
+        prop_assert!((sort.alpha - selection.alpha).abs() <= 1e-12);
+    }
+
+    #[test]
+    fn wor_bound_equals_lp(instance in instances(SchemeKind::WithoutReplacement, 6, 3)) {
+        check(instance)?;
+    }
+
+    #[test]
+    fn greedy_bound_equals_lp(instance in instances(SchemeKind::Greedy, 6, 3)) {
+        check(instance)?;
+    }
+
+    #[test]
+    fn independent_bound_equals_lp(instance in instances(SchemeKind::Independent, 6, 3)) {
+        check(instance)?;
+    }
+
+    /// The ascending-p/q prefix is conjectured optimal for drafts without
+    /// replacement (DESIGN §3): test it against every subset at V <= 8.
+    #[test]
+    fn wor_prefix_is_optimal_among_all_subsets(instance in instances(SchemeKind::WithoutReplacement, 8, 4)) {
+        let problem = Problem::new(instance.p, instance.drafts).unwrap();
+        let bound = optimal_acceptance(&problem).unwrap();
+        let v = problem.vocab_size();
+        for mask in 0u32..(1 << v) {
+            let set: Vec<usize> = (0..v).filter(|i| mask >> i & 1 == 1).collect();
+            let value = acceptance_upper_bound(&problem, &set).unwrap();
+            prop_assert!(value >= bound.alpha - 1e-12, "H = {set:?} gives {value} < prefix bound {}", bound.alpha);
+        }
+    }
+}
