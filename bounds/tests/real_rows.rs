@@ -1,0 +1,52 @@
+//! Full-vocabulary (V = 151936) rows of the real Qwen2.5-Coder pairs.
+
+mod common;
+
+use mdsd_bounds::{
+    IidAlgorithm, acceptance_upper_bound, optimal_acceptance_iid, optimal_acceptance_wor,
+};
+use mdsd_core::{DraftScheme, Problem};
+
+#[test]
+fn iid_sort_and_selection_agree_and_grow_with_n() {
+    for (row, (p, q)) in common::real_rows().into_iter().enumerate() {
+        let tv = p.total_variation(&q).unwrap();
+        let mut previous = 0.0;
+        for n in 1..=8 {
+            let sort = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Sort).unwrap();
+            let selection = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Selection).unwrap();
+            assert!(
+                (sort.alpha - selection.alpha).abs() <= 1e-12,
+                "row {row} n {n}: sort {} selection {}",
+                sort.alpha,
+                selection.alpha
+            );
+            assert!(selection.alpha >= previous - 1e-15, "row {row}: alpha fell at n = {n}");
+            previous = selection.alpha;
+            if n == 1 {
+                assert!((selection.alpha - (1.0 - tv)).abs() <= 1e-12, "row {row}: n = 1 is 1 - TV");
+            }
+            let problem = Problem::new(p.clone(), DraftScheme::iid(q.clone(), n).unwrap()).unwrap();
+            for certificate in [&sort.certificate, &selection.certificate] {
+                let value = acceptance_upper_bound(&problem, certificate).unwrap();
+                assert!((value - selection.alpha).abs() <= 1e-12, "row {row} n {n}: certificate gives {value}");
+            }
+        }
+    }
+}
+
+/// Q_wo(H) <= q(H)^n for every H, so without replacement never does worse
+/// than i.i.d.; at n = 1 the two coincide.
+#[test]
+fn without_replacement_dominates_iid() {
+    for (row, (p, q)) in common::real_rows().into_iter().enumerate().step_by(2) {
+        for n in [1, 2, 4] {
+            let iid = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Selection).unwrap();
+            let wor = optimal_acceptance_wor(&p, &DraftScheme::without_replacement(q.clone(), n).unwrap()).unwrap();
+            assert!(wor.alpha >= iid.alpha - 1e-12, "row {row} n {n}: wor {} < iid {}", wor.alpha, iid.alpha);
+            if n == 1 {
+                assert!((wor.alpha - iid.alpha).abs() <= 1e-10, "row {row}: wor {} iid {}", wor.alpha, iid.alpha);
+            }
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! Validation, transforms, exact draft laws and sampling of mdsd-core.
+
+use std::collections::HashMap;
+
+use mdsd_core::{
+    CoreError, DEFAULT_ENUMERATION_LIMIT, Distribution, DraftScheme, SchemeKind, Transform,
+};
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+fn dist(x: &[f64]) -> Distribution {
+    Distribution::from_probs(x.to_vec()).unwrap()
+}
+
+#[test]
+fn invalid_vectors_are_named() {
+    assert_eq!(Distribution::from_probs(vec![]), Err(CoreError::Empty));
+    assert_eq!(
+        Distribution::from_probs(vec![0.5, f64::NAN, 0.5])
+            .unwrap_err()
+            .to_string(),
+        "entry 1 is NaN, which is not a finite number"
+    );
+    assert!(matches!(
+        Distribution::from_probs(vec![0.5, 0.6, -0.1]),
+        Err(CoreError::Negative { index: 2, .. })
+    ));
+    assert!(matches!(
+        Distribution::from_probs(vec![0.5, 0.6]),
+        Err(CoreError::BadSum { sum, .. }) if (sum - 1.1).abs() < 1e-12
+    ));
+    assert!(matches!(
+        Distribution::from_probs(vec![0.5, f64::INFINITY]),
+        Err(CoreError::NonFinite { index: 1, .. })
+    ));
+}
+
+#[test]
+fn near_one_sums_are_renormalised() {
+    let d = dist(&[0.5, 0.5 + 5e-7]);
+    assert!((d.probs().iter().sum::<f64>() - 1.0).abs() < 1e-15);
+}
+
+#[test]
+fn logits_softmax_and_argmax() {
+    let d = Distribution::from_logits(&[0.0, 2f64.ln(), f64::NEG_INFINITY], 1.0).unwrap();
+    assert!((d.prob(0) - 1.0 / 3.0).abs() < 1e-15 && d.prob(2) == 0.0);
+    let sharp = Distribution::from_logits(&[0.0, 2f64.ln()], 0.5).unwrap();
+    assert!((sharp.prob(1) - 0.8).abs() < 1e-15);
+    let argmax = Distribution::from_logits(&[1.0, 3.0, 3.0], 0.0).unwrap();
+    assert_eq!(argmax.probs(), &[0.0, 1.0, 0.0]);
+    assert!(matches!(
+        Distribution::from_logits(&[1.0, f64::INFINITY], 1.0),
+        Err(CoreError::BadLogit { index: 1, .. })
+    ));
+    assert_eq!(
+        Distribution::from_logits(&[f64::NEG_INFINITY; 2], 1.0),
+        Err(CoreError::NoFiniteLogit)
+    );
+    assert_eq!(
+        Distribution::from_logits(&[1.0], -1.0),
+        Err(CoreError::InvalidTemperature(-1.0))
+    );
+}
+
+#[test]
+fn top_k_top_p_and_temperature() {
+    let d = dist(&[0.1, 0.4, 0.2, 0.3]);
+    let top2 = d.top_k(2).unwrap();
+    let expected = [0.0, 4.0 / 7.0, 0.0, 3.0 / 7.0];
+    top2.probs()
+        .iter()
+        .zip(&expected)
+        .for_each(|(a, b)| assert!((a - b).abs() < 1e-15));
+    assert_eq!(d.top_k(0), Err(CoreError::InvalidTopK));
+    assert_eq!(d.top_p(0.65).unwrap().support_size(), 2);
+    assert_eq!(d.top_p(0.7).unwrap().support_size(), 2);
+    assert_eq!(d.top_p(0.71).unwrap().support_size(), 3);
+    assert_eq!(d.top_p(1.5), Err(CoreError::InvalidTopP(1.5)));
+    let hot = d.with_temperature(2.0).unwrap();
+    let roots: Vec<f64> = d.probs().iter().map(|x| x.sqrt()).collect();
+    let total: f64 = roots.iter().sum();
+    hot.probs()
+        .iter()
+        .zip(&roots)
+        .for_each(|(a, b)| assert!((a - b / total).abs() < 1e-15));
+    let transform = Transform {
+        temperature: Some(1.0),
+        top_k: Some(3),
+        top_p: Some(0.6),
+    };
+    let applied = transform.apply(&d).unwrap();
+    assert_eq!(applied.support_size(), 2);
+    let logits: Vec<f64> = d.probs().iter().map(|x| x.ln()).collect();
+    let from_logits = transform.apply_to_logits(&logits).unwrap();
+    from_logits
+        .probs()
+        .iter()
+        .zip(applied.probs())
+        .for_each(|(a, b)| assert!((a - b).abs() < 1e-15));
+}
+
+#[test]
+fn scheme_errors() {
+    let q = dist(&[0.5, 0.5, 0.0]);
+    assert_eq!(DraftScheme::iid(q.clone(), 0), Err(CoreError::NoDrafts));
+    assert_eq!(
+        DraftScheme::without_replacement(q.clone(), 3)
+            .unwrap_err()
+            .to_string(),
+        "wor drafting of n = 3 drafts needs at least 3 tokens with positive draft probability, but only 2 have it"
+    );
+    assert!(matches!(
+        DraftScheme::independent(vec![q.clone(), dist(&[1.0])]),
+        Err(CoreError::LengthMismatch {
+            expected: 3,
+            found: 1,
+            ..
+        })
+    ));
+    assert!(matches!(
+        DraftScheme::new(SchemeKind::Iid, vec![q.clone(), q.clone()], 2),
+        Err(CoreError::DraftCountMismatch { .. })
+    ));
+    assert_eq!(
+        "nope".parse::<SchemeKind>(),
+        Err(CoreError::UnknownScheme("nope".into()))
+    );
+    let big = DraftScheme::iid(dist(&[0.25; 4]), 12).unwrap();
+    assert!(matches!(
+        big.tuple_law(DEFAULT_ENUMERATION_LIMIT),
+        Err(CoreError::TooLarge { size, limit, .. })
+            if size == 4u128.pow(12) && limit == DEFAULT_ENUMERATION_LIMIT as u128
+    ));
+}
+
+#[test]
+fn known_laws() {
+    let q = dist(&[0.2, 0.3, 0.5]);
+    let wor = DraftScheme::without_replacement(q.clone(), 2).unwrap();
+    let sets = wor.set_law(DEFAULT_ENUMERATION_LIMIT).unwrap();
+    // P({0,1}) = .2 * .3/.8 + .3 * .2/.7
+    let expected = 0.2 * 0.3 / 0.8 + 0.3 * 0.2 / 0.7;
+    assert_eq!(sets.outcomes[0], vec![0, 1]);
+    assert!((sets.probs[0] - expected).abs() < 1e-15);
+    let greedy = DraftScheme::greedy(q, 2).unwrap();
+    assert_eq!(greedy.greedy_top(), &[2]);
+    let law = greedy.tuple_law(DEFAULT_ENUMERATION_LIMIT).unwrap();
+    assert_eq!(law.outcomes, vec![vec![2, 0], vec![2, 1]]);
+    assert!((law.probs[0] - 0.4).abs() < 1e-15);
+}
+
+fn scheme_strategy() -> impl Strategy<Value = DraftScheme> {
+    (
+        2usize..6,
+        1usize..4,
+        0usize..4,
+        prop::collection::vec(0.001f64..1.0, 18),
+    )
+        .prop_map(|(v, n, kind, weights)| {
+            let kind = SchemeKind::ALL[kind];
+            let draw = |i: usize| {
+                let w = &weights[i * v..(i + 1) * v];
+                let total: f64 = w.iter().sum();
+                dist(&w.iter().map(|x| x / total).collect::<Vec<_>>())
+            };
+            let n = match kind {
+                SchemeKind::Iid | SchemeKind::Independent => n,
+                _ => n.min(v),
+            };
+            let qs = if kind == SchemeKind::Independent {
+                (0..n).map(draw).collect()
+            } else {
+                vec![draw(0)]
+            };
+            DraftScheme::new(kind, qs, n).unwrap()
+        })
+}
+
+proptest! {
+    /// Every exact law sums to 1, the tuple count is exact, and without
+    /// replacement never repeats a token.
+    #[test]
+    fn laws_are_distributions(scheme in scheme_strategy()) {
+        let tuples = scheme.tuple_law(DEFAULT_ENUMERATION_LIMIT).unwrap();
+        prop_assert_eq!(tuples.len() as u128, scheme.tuple_count());
+        prop_assert!((tuples.probs.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        let sets = scheme.set_law(DEFAULT_ENUMERATION_LIMIT).unwrap();
+        prop_assert!((sets.probs.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        if scheme.kind() == SchemeKind::WithoutReplacement {
+            prop_assert!(tuples.outcomes.iter().all(|t| mdsd_core::token_set(t).len() == t.len()));
+        }
+    }
+}
+
+/// Sampled tuple frequencies match the exact law within 5 standard errors.
+#[test]
+fn sampling_matches_exact_law() {
+    let q = dist(&[0.1, 0.2, 0.3, 0.4]);
+    let schemes = [
+        DraftScheme::iid(q.clone(), 2).unwrap(),
+        DraftScheme::without_replacement(q.clone(), 3).unwrap(),
+        DraftScheme::greedy(q.clone(), 2).unwrap(),
+        DraftScheme::independent(vec![q.clone(), dist(&[0.7, 0.1, 0.1, 0.1])]).unwrap(),
+    ];
+    let draws = 200_000;
+    for scheme in schemes {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut counts: HashMap<Vec<usize>, usize> = HashMap::new();
+        for _ in 0..draws {
+            *counts.entry(scheme.sample(&mut rng)).or_default() += 1;
+        }
+        let law = scheme.tuple_law(DEFAULT_ENUMERATION_LIMIT).unwrap();
+        let total_seen: usize = law
+            .outcomes
+            .iter()
+            .map(|t| counts.get(t).copied().unwrap_or(0))
+            .sum();
+        assert_eq!(
+            total_seen,
+            draws,
+            "{} sampled a tuple of probability 0",
+            scheme.kind()
+        );
+        for (tuple, prob) in law.iter() {
+            let freq = counts.get(tuple).copied().unwrap_or(0) as f64 / draws as f64;
+            let se = (prob * (1.0 - prob) / draws as f64).sqrt();
+            assert!(
+                (freq - prob).abs() <= 5.0 * se,
+                "{} {tuple:?}: {freq} vs {prob}",
+                scheme.kind()
+            );
+        }
+    }
+}
