@@ -1,1 +1,32 @@
+//! # mdsd
+//!
+//! Optimal multi-draft speculative sampling: the best acceptance any lossless
+//! verifier can reach with n draft tokens, the verifiers that reach it, and
+//! how far others fall short. This crate re-exports the library crates under
+//! one name and ships the `mdsd` command-line tool.
+//!
+//! * [`core`] (mdsd-core): distributions, draft schemes, exact draft laws.
+//! * [`bounds`] (mdsd-bounds): closed-form optimal acceptance with certificate.
+//! * [`lp`] (mdsd-lp): the exact optimal-transport LP for small vocabularies.
+//!
+//! ```
+//! use mdsd::{Distribution, DraftScheme, Problem, optimal_acceptance};
+//!
+//! let p = Distribution::from_probs(vec![0.4, 0.3, 0.2, 0.1])?;
+//! let q = Distribution::from_probs(vec![0.1, 0.2, 0.3, 0.4])?;
+//! let problem = Problem::new(p, DraftScheme::iid(q, 3)?)?;
+//! let bound = optimal_acceptance(&problem)?;
+//! assert!((bound.alpha - 0.871).abs() < 1e-12);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
+pub use mdsd_bounds as bounds;
+pub use mdsd_core as core;
+pub use mdsd_lp as lp;
+
+pub use mdsd_bounds::{
+    Bound, BoundError, IidAlgorithm, acceptance_upper_bound, optimal_acceptance,
+    optimal_acceptance_batch,
+};
+pub use mdsd_core::{CoreError, Distribution, DraftScheme, Plan, Problem, SchemeKind, Transform};
+pub use mdsd_lp::{Formulation, LpError, LpSolution, LpSolver};

@@ -1,0 +1,233 @@
+//! The `mdsd` command line: `bound` and `solve`.
+
+mod input;
+mod output;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use mdsd::{
+    BoundError, CoreError, Distribution, DraftScheme, Formulation, LpError, LpSolver,
+    Problem, SchemeKind, Transform, optimal_acceptance_batch,
+};
+use thiserror::Error;
+
+use output::{Report, Solved};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mdsd",
+    version,
+    about = "Optimal acceptance for multi-draft speculative sampling",
+    long_about = "Computes the best acceptance any lossless verifier can reach with n draft \
+                  tokens (alpha*), with the certificate set H* that proves it."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// alpha* in closed form (any vocabulary size), with its certificate H*.
+    Bound(ProblemArgs),
+    /// alpha* by an exact solver, with its certificate H*.
+    Solve {
+        #[command(flatten)]
+        problem: ProblemArgs,
+        /// The exact method.
+        #[arg(long, value_enum)]
+        method: Method,
+        /// Which LP to build (method lp).
+        #[arg(long, value_enum, default_value_t = FormulationArg::Full)]
+        formulation: FormulationArg,
+        /// Refuse LPs with more variables than this.
+        #[arg(long, default_value_t = mdsd::lp::DEFAULT_MAX_VARIABLES)]
+        max_variables: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Method {
+    /// The optimal-transport linear program (small vocabularies).
+    Lp,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum FormulationArg {
+    /// Ordered draft tuples x tokens.
+    Full,
+    /// (draft set, token in the set) pairs.
+    Relaxed,
+}
+
+#[derive(Debug, Args)]
+struct ProblemArgs {
+    /// Target distribution: `0.5,0.3,0.2`, a .npy file (1-D, or 2-D with one
+    /// problem per row) or a .json file (array, or array of arrays).
+    #[arg(short = 'p', long = "target", value_name = "P", allow_hyphen_values = true)]
+    target: String,
+    /// Draft distribution, same forms as -p; repeat once per draft model with
+    /// --scheme independent.
+    #[arg(short = 'q', long = "draft", value_name = "Q", required = true, allow_hyphen_values = true)]
+    drafts: Vec<String>,
+    /// Number of drafts.
+    #[arg(short = 'n', long = "drafts")]
+    n: usize,
+    /// Draft scheme: iid, wor (without replacement), independent, greedy.
+    #[arg(long, default_value = "iid")]
+    scheme: SchemeKind,
+    /// Inputs are logits, not probabilities.
+    #[arg(long)]
+    logits: bool,
+    /// Temperature applied to target and drafts (0 = argmax).
+    #[arg(long, allow_hyphen_values = true)]
+    temperature: Option<f64>,
+    /// Keep the k most likely tokens of target and drafts.
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// Keep the smallest most-likely set of mass >= p of target and drafts.
+    #[arg(long)]
+    top_p: Option<f64>,
+    /// Print exactly one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Everything that can go wrong, one line each.
+#[derive(Debug, Error)]
+pub enum CliError {
+    #[error("{arg}: {message}")]
+    Input { arg: String, message: String },
+    #[error("{what}: {source}")]
+    Invalid { what: String, source: CoreError },
+    #[error("{0}")]
+    Usage(String),
+    #[error("row {row}: {source}")]
+    Bound { row: usize, source: BoundError },
+    #[error("row {row}: {source}")]
+    Lp { row: usize, source: LpError },
+}
+
+/// Parses the command line and runs it.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Bound(args) => {
+            let problems = build_problems(&args)?;
+            let rows = optimal_acceptance_batch(&problems)
+                .into_iter()
+                .enumerate()
+                .map(|(row, result)| result.map(Solved::from).map_err(|source| CliError::Bound { row, source }))
+                .collect::<Result<Vec<_>, _>>()?;
+            print(&args, "bound", rows)
+        }
+        Command::Solve {
+            problem: args,
+            method: Method::Lp,
+            formulation,
+            max_variables,
+        } => {
+            let problems = build_problems(&args)?;
+            let solver = LpSolver::default()
+                .with_formulation(match formulation {
+                    FormulationArg::Full => Formulation::Full,
+                    FormulationArg::Relaxed => Formulation::Relaxed,
+                })
+                .with_max_variables(max_variables);
+            let rows = problems
+                .iter()
+                .enumerate()
+                .map(|(row, problem)| {
+                    solver
+                        .solve(problem)
+                        .map(Solved::from)
+                        .map_err(|source| CliError::Lp { row, source })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            print(&args, "lp", rows)
+        }
+    }
+}
+
+fn print(args: &ProblemArgs, method: &str, rows: Vec<Solved>) -> Result<(), CliError> {
+    let report = Report {
+        scheme: args.scheme.name(),
+        n: args.n,
+        method,
+        rows,
+    };
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_table());
+    }
+    Ok(())
+}
+
+fn build_problems(args: &ProblemArgs) -> Result<Vec<Problem>, CliError> {
+    let transform = Transform {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+    };
+    let independent = args.scheme == SchemeKind::Independent;
+    if independent && args.drafts.len() != args.n {
+        return Err(CliError::Usage(format!(
+            "--scheme independent takes -q once per draft model: got {} -q for n = {}",
+            args.drafts.len(),
+            args.n
+        )));
+    }
+    if !independent && args.drafts.len() != 1 {
+        return Err(CliError::Usage(format!(
+            "--scheme {} takes one -q (got {}); repeat -q only with --scheme independent",
+            args.scheme,
+            args.drafts.len()
+        )));
+    }
+    let targets = input::read_rows("-p", &args.target)?;
+    let drafts = args
+        .drafts
+        .iter()
+        .map(|spec| input::read_rows("-q", spec))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows = std::iter::once(targets.len())
+        .chain(drafts.iter().map(Vec::len))
+        .max()
+        .unwrap_or(1);
+    let pick = |source: &[Vec<f64>], name: &str, row: usize| -> Result<Vec<f64>, CliError> {
+        match source.len() {
+            1 => Ok(source[0].clone()),
+            len if len == rows => Ok(source[row].clone()),
+            len => Err(CliError::Usage(format!(
+                "{name} has {len} rows but another input has {rows}; give equal row counts or one row to share"
+            ))),
+        }
+    };
+    let to_distribution = |values: Vec<f64>, what: String| -> Result<Distribution, CliError> {
+        let dist = if args.logits {
+            transform.apply_to_logits(&values)
+        } else {
+            Distribution::from_probs(values).and_then(|d| transform.apply(&d))
+        };
+        dist.map_err(|source| CliError::Invalid { what, source })
+    };
+    let label = |name: &str, row: usize| if rows > 1 { format!("{name} row {row}") } else { name.to_string() };
+    (0..rows)
+        .map(|row| {
+            let p = to_distribution(pick(&targets, "-p", row)?, label("-p", row))?;
+            let qs = drafts
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let name = if independent { format!("-q #{}", i + 1) } else { "-q".into() };
+                    to_distribution(pick(d, &name, row)?, label(&name, row))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let invalid = |source| CliError::Invalid {
+                what: label("problem", row),
+                source,
+            };
+            let scheme = DraftScheme::new(args.scheme, qs, args.n).map_err(invalid)?;
+            Problem::new(p, scheme).map_err(invalid)
+        })
+        .collect()
+}

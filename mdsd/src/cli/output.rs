@@ -1,0 +1,90 @@
+//! The two output forms: one JSON document, or a readable table.
+
+use mdsd::{Bound, LpSolution};
+use serde::Serialize;
+
+/// One solved problem. The certificate is `None` only when an exact
+/// solver's min cut did not verify (JSON `null`).
+#[derive(Debug)]
+pub struct Solved {
+    pub alpha: f64,
+    pub certificate: Option<Vec<usize>>,
+}
+
+impl From<Bound> for Solved {
+    fn from(bound: Bound) -> Self {
+        Self {
+            alpha: bound.alpha,
+            certificate: Some(bound.certificate),
+        }
+    }
+}
+
+impl From<LpSolution> for Solved {
+    fn from(solution: LpSolution) -> Self {
+        Self {
+            alpha: solution.alpha,
+            certificate: solution.certificate,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct JsonRow<'a> {
+    alpha: f64,
+    scheme: &'a str,
+    n: usize,
+    method: &'a str,
+    certificate: Option<&'a [usize]>,
+}
+
+pub struct Report<'a> {
+    pub scheme: &'a str,
+    pub n: usize,
+    pub method: &'a str,
+    pub rows: Vec<Solved>,
+}
+
+/// Certificates longer than this are elided in tables (JSON has them whole).
+const SHOWN_TOKENS: usize = 8;
+
+impl Report<'_> {
+    /// One problem: the row object; several: `{"rows": [...]}`.
+    pub fn to_json(&self) -> String {
+        let rows: Vec<JsonRow> = self
+            .rows
+            .iter()
+            .map(|r| JsonRow {
+                alpha: r.alpha,
+                scheme: self.scheme,
+                n: self.n,
+                method: self.method,
+                certificate: r.certificate.as_deref(),
+            })
+            .collect();
+        let document = match rows.as_slice() {
+            [one] => serde_json::to_value(one),
+            _ => serde_json::to_value(serde_json::json!({ "rows": rows })),
+        };
+        document.map(|d| d.to_string()).unwrap_or_default()
+    }
+
+    pub fn to_table(&self) -> String {
+        let mut out = format!(
+            "scheme {}, n = {}, method {}\n{:>5}  {:>16}  {:>8}  H*\n",
+            self.scheme, self.n, self.method, "row", "alpha*", "|H*|"
+        );
+        for (i, row) in self.rows.iter().enumerate() {
+            let (size, tokens) = match &row.certificate {
+                Some(tokens) => {
+                    let shown: Vec<String> = tokens.iter().take(SHOWN_TOKENS).map(usize::to_string).collect();
+                    let more = if tokens.len() > SHOWN_TOKENS { ", ..." } else { "" };
+                    (tokens.len().to_string(), format!("{{{}{more}}}", shown.join(", ")))
+                }
+                None => ("-".into(), "(min cut did not verify)".into()),
+            };
+            out += &format!("{i:>5}  {:>16.12}  {size:>8}  {tokens}\n", row.alpha);
+        }
+        out
+    }
+}
