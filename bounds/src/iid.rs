@@ -56,32 +56,42 @@ pub(crate) fn iid_by_sort(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>) {
     (best, certificate)
 }
 
-// Bucket layout: ratio 0, ratios below 2^MIN_EXP, 2^SUB_BITS buckets per
-// binary exponent in [MIN_EXP, MAX_EXP], ratios of 2^(MAX_EXP+1) and more,
-// and infinite ratios (q = 0). Bucket index is non-decreasing in the ratio,
-// so every bucket boundary is a prefix boundary of the sorted order.
+// Bucket layout: bucket 0 holds ratios below 2^MIN_EXP (p = 0 among them),
+// then 2^SUB_BITS buckets per binary exponent in [MIN_EXP, MAX_EXP], and the
+// last bucket ratios of 2^(MAX_EXP+1) and more (q = 0 among them). The
+// bucket index is non-decreasing in the ratio, so every bucket boundary is a
+// prefix boundary of the sorted order.
 const SUB_BITS: u32 = 5;
-const MIN_EXP: i32 = -64;
-const MAX_EXP: i32 = 63;
-const FINITE_BUCKETS: usize = ((MAX_EXP - MIN_EXP + 1) as usize) << SUB_BITS;
-const BUCKETS: usize = FINITE_BUCKETS + 4;
+const MIN_EXP: i64 = -64;
+const MAX_EXP: i64 = 63;
+const FINITE_BUCKETS: i64 = (MAX_EXP - MIN_EXP + 1) << SUB_BITS;
+const BUCKETS: usize = FINITE_BUCKETS as usize + 2;
+/// The exponent and top mantissa bits of 2^MIN_EXP, as read by [`bucket_of`].
+const FIRST_FINITE: i64 = (1023 + MIN_EXP) << SUB_BITS;
 
-fn bucket_of(r: f64) -> usize {
-    if r == 0.0 {
-        return 0;
-    }
-    if r == f64::INFINITY {
-        return BUCKETS - 1;
-    }
-    let bits = r.to_bits();
-    let exp = ((bits >> 52) as i32) - 1023;
-    if exp < MIN_EXP {
-        1
-    } else if exp > MAX_EXP {
-        BUCKETS - 2
-    } else {
-        let mantissa_top = (bits >> (52 - SUB_BITS)) as usize & ((1 << SUB_BITS) - 1);
-        2 + (((exp - MIN_EXP) as usize) << SUB_BITS) + mantissa_top
+/// The bucket of p/q, branch-free so the pass over V vectorises (also on
+/// the SSE2 baseline, which has float min/max but no 64-bit integer ones).
+/// For non-negative floats the bit pattern is increasing in the value, so
+/// its exponent and top mantissa bits index buckets in order once the ratio
+/// is clamped to [just below 2^MIN_EXP, 2^(MAX_EXP+1)]; q = 0 gives +inf, or
+/// NaN when p = 0 too, and both clamp to the top.
+// Not `clamp`: it keeps NaN, while `min` sends the 0/0 of p = q = 0 to the top.
+#[allow(clippy::manual_clamp)]
+fn bucket_of(p: f64, q: f64) -> u16 {
+    let clamped = (p / q).min(TOP_RATIO).max(BELOW_MIN_RATIO);
+    ((clamped.to_bits() >> (52 - SUB_BITS)) - (FIRST_FINITE as u64 - 1)) as u16
+}
+
+/// 2^(MAX_EXP+1): the least ratio of the last bucket.
+const TOP_RATIO: f64 = f64::from_bits(((1023 + MAX_EXP + 1) as u64) << 52);
+/// The largest float below 2^MIN_EXP: bucket 0.
+const BELOW_MIN_RATIO: f64 = f64::from_bits((((1023 + MIN_EXP) as u64) << 52) - 1);
+
+/// The least ratio a bucket can hold: a lower bound for all its tokens.
+fn bucket_floor(b: usize) -> f64 {
+    match b {
+        0 => 0.0,
+        _ => f64::from_bits(((b as i64 - 1 + FIRST_FINITE) as u64) << (52 - SUB_BITS)),
     }
 }
 
@@ -95,25 +105,25 @@ enum Boundary {
     Inside(usize, usize),
 }
 
-/// Bucket selection. Pass 1 sums p, q and the least ratio per bucket; the
-/// objective at every bucket end is then exact. Inside a bucket with least
-/// ratio a, p(prefix) >= P0 + a x for x = q added, so the objective is at
+/// Bucket selection. Pass 1 sums p and q per bucket; the objective at every
+/// bucket end is then exact. Inside a bucket whose ratios are at least a, p(prefix) >= P0 + a x for x = q added, so the objective is at
 /// least P0 + a x - (S0 + x)^n, concave in x: its minimum over the bucket is
 /// at an end. Only buckets whose bound beats the best bucket end are sorted
 /// (usually one or two), which makes the whole expected O(V).
 pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>) {
-    let mut keys: Vec<u16> = Vec::with_capacity(p.len());
-    let mut bucket_p = vec![0.0; BUCKETS];
-    let mut bucket_q = vec![0.0; BUCKETS];
-    let mut bucket_min = vec![f64::INFINITY; BUCKETS];
-    for (&pi, &qi) in p.iter().zip(q) {
-        let r = ratio(pi, qi);
-        let b = bucket_of(r);
-        keys.push(b as u16);
-        bucket_p[b] += pi;
-        bucket_q[b] += qi;
-        bucket_min[b] = bucket_min[b].min(r);
+    // The keys in one vectorisable pass, then the sums. Two interleaved
+    // accumulators per bucket, because consecutive tokens often share a
+    // bucket and one accumulator would serialise on its own stores.
+    let keys: Vec<u16> = p.iter().zip(q).map(|(&a, &b)| bucket_of(a, b)).collect();
+    let mut sums = vec![[0.0f64; 4]; BUCKETS];
+    for (i, ((&k, &a), &b)) in keys.iter().zip(p).zip(q).enumerate() {
+        let lane = 2 * (i & 1);
+        let sum = &mut sums[usize::from(k)];
+        sum[lane] += a;
+        sum[lane + 1] += b;
     }
+    let bucket_p: Vec<f64> = sums.iter().map(|s| s[0] + s[2]).collect();
+    let bucket_q: Vec<f64> = sums.iter().map(|s| s[1] + s[3]).collect();
     // Mass strictly after each bucket, summed directly.
     let mut p_after = vec![0.0; BUCKETS];
     let mut q_after = vec![0.0; BUCKETS];
@@ -127,12 +137,17 @@ pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>
     let mut end_value = vec![0.0; BUCKETS];
     let (mut best, mut boundary) = (0.0, Boundary::Empty);
     let (mut p_in, mut q_in) = (0.0, 0.0);
+    let mut value = 0.0;
     for b in 0..BUCKETS {
         p_before[b] = p_in;
         q_before[b] = q_in;
-        p_in += bucket_p[b];
-        q_in += bucket_q[b];
-        end_value[b] = iid_objective(p_in, p_after[b], q_in, q_after[b], n);
+        // An empty bucket ends the same set as the one before it.
+        if bucket_p[b] > 0.0 || bucket_q[b] > 0.0 {
+            p_in += bucket_p[b];
+            q_in += bucket_q[b];
+            value = iid_objective(p_in, p_after[b], q_in, q_after[b], n);
+        }
+        end_value[b] = value;
         if end_value[b] < best {
             best = end_value[b];
             boundary = Boundary::BucketEnd(b);
@@ -142,8 +157,8 @@ pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>
     let mut candidate = vec![false; BUCKETS];
     let mut start_value: f64 = 0.0;
     for b in 0..BUCKETS {
-        let a = bucket_min[b];
-        if bucket_q[b] > 0.0 && a.is_finite() {
+        let a = bucket_floor(b);
+        if bucket_q[b] > 0.0 {
             let slack = (bucket_p[b] - a * bucket_q[b]).max(0.0);
             let lower_bound = start_value.min(end_value[b] - slack);
             candidate[b] = lower_bound < best;
@@ -151,12 +166,28 @@ pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>
         start_value = end_value[b];
     }
 
-    let mut inside: Vec<(usize, f64, usize)> = keys
-        .iter()
-        .enumerate()
-        .filter(|&(_, &k)| candidate[k as usize])
-        .map(|(t, &k)| (k as usize, ratio(p[t], q[t]), t))
-        .collect();
+    // Candidate buckets hold a few hundred tokens of V. Chunks of keys are
+    // first tested against the candidates' index range (a vectorisable
+    // compare); only chunks that touch it are looked at token by token.
+    let first = candidate.iter().position(|&c| c).unwrap_or(BUCKETS);
+    let last = candidate.iter().rposition(|&c| c).unwrap_or(0);
+    let span = last.saturating_sub(first) as u16;
+    let mut inside: Vec<(usize, f64, usize)> = Vec::new();
+    if first <= last {
+        const CHUNK: usize = 16;
+        for (c, chunk) in keys.chunks(CHUNK).enumerate() {
+            if chunk.iter().fold(false, |hit, &k| {
+                hit | (k.wrapping_sub(first as u16) <= span)
+            }) {
+                for (i, &k) in chunk.iter().enumerate() {
+                    if candidate[usize::from(k)] {
+                        let t = c * CHUNK + i;
+                        inside.push((usize::from(k), ratio(p[t], q[t]), t));
+                    }
+                }
+            }
+        }
+    }
     inside.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
     for group in inside.chunk_by(|x, y| x.0 == y.0) {
         let b = group[0].0;
@@ -180,24 +211,45 @@ pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>
     }
     let certificate = match boundary {
         Boundary::Empty => Vec::new(),
-        Boundary::BucketEnd(b) => certificate_with(&keys, b + 1, &[]),
+        Boundary::BucketEnd(b) => certificate_with(&keys, p, q, b + 1, None),
         Boundary::Inside(b, len) => {
+            // The first `len` tokens of bucket b in (ratio, id) order: those
+            // below the first one left out.
             let start = inside.partition_point(|x| x.0 < b);
-            certificate_with(&keys, b, &inside[start..start + len])
+            let (_, ratio_cut, token_cut) = inside[start + len];
+            certificate_with(&keys, p, q, b, Some((ratio_cut, token_cut)))
         }
     };
     (best, certificate)
 }
 
-/// Tokens of buckets `0..end`, plus `extra` tokens, in ascending id order.
-fn certificate_with(keys: &[u16], end: usize, extra: &[(usize, f64, usize)]) -> Vec<usize> {
-    let mut tokens: Vec<usize> = keys
-        .iter()
-        .enumerate()
-        .filter(|&(_, &k)| (k as usize) < end)
-        .map(|(t, _)| t)
-        .collect();
-    tokens.extend(extra.iter().map(|x| x.2));
-    tokens.sort_unstable();
-    tokens
+/// Tokens of buckets `0..end`, plus the tokens of bucket `end` that come
+/// before `cut` in (ratio, id) order, ascending by id.
+fn certificate_with(
+    keys: &[u16],
+    p: &[f64],
+    q: &[f64],
+    end: usize,
+    cut: Option<(f64, usize)>,
+) -> Vec<usize> {
+    let before_cut = |t: usize| {
+        cut.is_some_and(|(ratio_cut, token_cut)| {
+            ratio(p[t], q[t])
+                .total_cmp(&ratio_cut)
+                .then(t.cmp(&token_cut))
+                .is_lt()
+        })
+    };
+    // Branch-free compaction: whether a token is in H* is close to a coin
+    // flip along the vocabulary, which a branch would mispredict half the
+    // time; tokens of bucket `end` are rare, so that test may branch.
+    let mut out = vec![0; keys.len()];
+    let mut kept = 0;
+    for (t, &k) in keys.iter().enumerate() {
+        let k = usize::from(k);
+        out[kept] = t;
+        kept += usize::from((k < end) | (k == end && before_cut(t)));
+    }
+    out.truncate(kept);
+    out
 }

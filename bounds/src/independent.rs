@@ -13,17 +13,28 @@ pub(crate) fn independent_by_subsets(p: &[f64], qs: &[&[f64]]) -> Result<(f64, V
     // A token no draft model can propose never helps H (it adds p, not Q);
     // a token with p = 0 never hurts it (Q is non-decreasing in H).
     let proposable = |t: usize| qs.iter().any(|q| q[t] > 0.0);
-    let forced: Vec<usize> = (0..p.len()).filter(|&t| p[t] == 0.0 && proposable(t)).collect();
-    let free: Vec<usize> = (0..p.len()).filter(|&t| p[t] > 0.0 && proposable(t)).collect();
+    let forced: Vec<usize> = (0..p.len())
+        .filter(|&t| p[t] == 0.0 && proposable(t))
+        .collect();
+    let free: Vec<usize> = (0..p.len())
+        .filter(|&t| p[t] > 0.0 && proposable(t))
+        .collect();
     if free.len() > INDEPENDENT_SUBSET_LIMIT {
         return Err(free.len());
     }
-    let forced_q: Vec<f64> = qs.iter().map(|q| forced.iter().map(|&t| q[t]).sum()).collect();
+    let forced_q: Vec<f64> = qs
+        .iter()
+        .map(|q| forced.iter().map(|&t| q[t]).sum())
+        .collect();
     // Mass of the tokens that are never in H (no draft model proposes them).
     let never_in: f64 = (0..p.len()).filter(|&t| !proposable(t)).map(|t| p[t]).sum();
     let (mut best, mut best_mask) = (0.0, 0u32);
     for mask in 0u32..(1 << free.len()) {
-        let members = || (0..free.len()).filter(move |i| mask >> i & 1 == 1).map(|i| free[i]);
+        let members = || {
+            (0..free.len())
+                .filter(move |i| mask >> i & 1 == 1)
+                .map(|i| free[i])
+        };
         let p_in: f64 = members().map(|t| p[t]).sum();
         let p_out: f64 = never_in
             + (0..free.len())
@@ -42,7 +53,11 @@ pub(crate) fn independent_by_subsets(p: &[f64], qs: &[&[f64]]) -> Result<(f64, V
         }
     }
     let mut certificate = forced;
-    certificate.extend((0..free.len()).filter(|i| best_mask >> i & 1 == 1).map(|i| free[i]));
+    certificate.extend(
+        (0..free.len())
+            .filter(|i| best_mask >> i & 1 == 1)
+            .map(|i| free[i]),
+    );
     certificate.sort_unstable();
     Ok((best, certificate))
 }

@@ -81,7 +81,9 @@ fn bound_from((value, certificate): (f64, Vec<usize>)) -> Bound {
 }
 
 fn check_target(p: &Distribution, drafts: &DraftScheme) -> Result<(), BoundError> {
-    Problem::new(p.clone(), drafts.clone()).map(|_| ()).map_err(Into::into)
+    Problem::new(p.clone(), drafts.clone())
+        .map(|_| ())
+        .map_err(Into::into)
 }
 
 /// The optimal acceptance of a problem, by the method of its scheme.
@@ -133,7 +135,10 @@ pub fn optimal_acceptance_wor(p: &Distribution, drafts: &DraftScheme) -> Result<
 /// alpha* for Hu et al.'s greedy drafts:
 /// `p(top) + Σ_{y outside top} min(p(y), q'(y))`, with
 /// `H* = top ∪ {y outside top : p(y) < q'(y)}`.
-pub fn optimal_acceptance_greedy(p: &Distribution, drafts: &DraftScheme) -> Result<Bound, BoundError> {
+pub fn optimal_acceptance_greedy(
+    p: &Distribution,
+    drafts: &DraftScheme,
+) -> Result<Bound, BoundError> {
     check_target(p, drafts)?;
     let top = drafts.greedy_top();
     let rest = drafts.greedy_rest();
@@ -154,7 +159,10 @@ pub fn optimal_acceptance_greedy(p: &Distribution, drafts: &DraftScheme) -> Resu
 }
 
 /// alpha* for one draft from each of `qs` (exact search over subsets).
-pub fn optimal_acceptance_independent(p: &Distribution, qs: &[Distribution]) -> Result<Bound, BoundError> {
+pub fn optimal_acceptance_independent(
+    p: &Distribution,
+    qs: &[Distribution],
+) -> Result<Bound, BoundError> {
     let drafts = DraftScheme::independent(qs.to_vec())?;
     check_target(p, &drafts)?;
     let qs: Vec<&[f64]> = qs.iter().map(Distribution::probs).collect();
@@ -174,21 +182,41 @@ pub fn prob_all_drafts_in(drafts: &DraftScheme, in_set: &[bool]) -> f64 {
 /// `(Q(all drafts in H), Q(not all in H))`, both computed directly.
 fn masses_all_in(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
     let mass = |q: &Distribution, inside: bool| -> f64 {
-        q.probs().iter().zip(in_set).filter(|(_, i)| **i == inside).map(|(x, _)| x).sum()
+        q.probs()
+            .iter()
+            .zip(in_set)
+            .filter(|(_, i)| **i == inside)
+            .map(|(x, _)| x)
+            .sum()
     };
     let from_prob = |all_in: f64| (all_in, 1.0 - all_in);
     let q = &drafts.drafts()[0];
     match drafts.kind() {
         SchemeKind::Iid => {
             let n = drafts.n() as f64;
-            (mass(q, true).powf(n), -(n * (-mass(q, false)).ln_1p()).exp_m1())
+            (
+                mass(q, true).powf(n),
+                -(n * (-mass(q, false)).ln_1p()).exp_m1(),
+            )
         }
-        SchemeKind::Independent => from_prob(drafts.drafts().iter().map(|q| mass(q, true)).product()),
+        SchemeKind::Independent => {
+            from_prob(drafts.drafts().iter().map(|q| mass(q, true)).product())
+        }
         SchemeKind::Greedy => {
             if drafts.greedy_top().iter().all(|&t| in_set[t]) {
                 let rest = drafts.greedy_rest();
-                let inside: f64 = rest.iter().zip(in_set).filter(|(_, i)| **i).map(|(x, _)| x).sum();
-                let outside: f64 = rest.iter().zip(in_set).filter(|(_, i)| !**i).map(|(x, _)| x).sum();
+                let inside: f64 = rest
+                    .iter()
+                    .zip(in_set)
+                    .filter(|(_, i)| **i)
+                    .map(|(x, _)| x)
+                    .sum();
+                let outside: f64 = rest
+                    .iter()
+                    .zip(in_set)
+                    .filter(|(_, i)| !**i)
+                    .map(|(x, _)| x)
+                    .sum();
                 (inside, outside)
             } else {
                 (0.0, 1.0)
@@ -204,8 +232,18 @@ fn masses_all_in(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
 pub fn acceptance_upper_bound(problem: &Problem, tokens: &[usize]) -> Result<f64, BoundError> {
     let in_set = problem.indicator(tokens)?;
     let p = problem.target().probs();
-    let p_in: f64 = p.iter().zip(&in_set).filter(|(_, i)| **i).map(|(x, _)| x).sum();
-    let p_out: f64 = p.iter().zip(&in_set).filter(|(_, i)| !**i).map(|(x, _)| x).sum();
+    let p_in: f64 = p
+        .iter()
+        .zip(&in_set)
+        .filter(|(_, i)| **i)
+        .map(|(x, _)| x)
+        .sum();
+    let p_out: f64 = p
+        .iter()
+        .zip(&in_set)
+        .filter(|(_, i)| !**i)
+        .map(|(x, _)| x)
+        .sum();
     let (all_in, not_all_in) = masses_all_in(problem.drafts(), &in_set);
     Ok(1.0 + objective(p_in, p_out, all_in, not_all_in))
 }

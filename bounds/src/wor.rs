@@ -70,9 +70,7 @@ impl ExponentialClocks {
         let s_lo = HEAD.ln();
         let s_hi = (HORIZON / q_out_min).ln().max(s_lo);
         let nodes = ((s_hi - s_lo) / STEP).ceil() as usize + 1;
-        let times: Vec<f64> = (0..nodes)
-            .map(|j| (s_lo + j as f64 * STEP).exp())
-            .collect();
+        let times: Vec<f64> = (0..nodes).map(|j| (s_lo + j as f64 * STEP).exp()).collect();
         let weights = times.iter().map(|t| STEP * t).collect();
         let mut counts = vec![0.0; nodes * (n + 1)];
         counts.iter_mut().step_by(n + 1).for_each(|c| *c = 1.0);
@@ -152,7 +150,12 @@ pub(crate) fn wor_masses(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
         Ok(law) => exact_masses(&law, in_set),
         Err(_) => {
             let q = drafts.drafts()[0].probs();
-            let q_out: f64 = q.iter().zip(in_set).filter(|(_, i)| !**i).map(|(x, _)| x).sum();
+            let q_out: f64 = q
+                .iter()
+                .zip(in_set)
+                .filter(|(_, i)| !**i)
+                .map(|(x, _)| x)
+                .sum();
             let mut clocks = ExponentialClocks::new(drafts.n(), q_out);
             q.iter()
                 .zip(in_set)
@@ -166,7 +169,10 @@ pub(crate) fn wor_masses(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
 /// The best ascending-p/q prefix for without-replacement drafts: `(alpha - 1,
 /// tokens)`. That a prefix is optimal is conjectured, not proven (DESIGN §3);
 /// the tests check it against the LP and against all subsets.
-pub(crate) fn wor_by_prefix(p: &[f64], drafts: &DraftScheme) -> Result<(f64, Vec<usize>), CoreError> {
+pub(crate) fn wor_by_prefix(
+    p: &[f64],
+    drafts: &DraftScheme,
+) -> Result<(f64, Vec<usize>), CoreError> {
     let q = drafts.drafts()[0].probs();
     let n = drafts.n();
     let order = ascending_ratio_order(p, q);
@@ -193,7 +199,11 @@ pub(crate) fn wor_by_prefix(p: &[f64], drafts: &DraftScheme) -> Result<(f64, Vec
             }
         }
         Err(CoreError::TooLarge { .. }) => {
-            let q_out_min = q_out.iter().copied().filter(|&x| x > 0.0).fold(1.0, f64::min);
+            let q_out_min = q_out
+                .iter()
+                .copied()
+                .filter(|&x| x > 0.0)
+                .fold(1.0, f64::min);
             let mut clocks = ExponentialClocks::new(n, q_out_min);
             let (mut p_in, mut q_in) = (0.0, 0.0);
             for k in 1..=v {
@@ -232,21 +242,32 @@ mod tests {
     #[test]
     fn quadrature_matches_exact_enumeration() {
         let raw = [0.31, 0.02, 0.17, 1e-4, 0.25, 0.08, 0.0999, 0.07];
-        let q = Distribution::from_probs(raw.iter().map(|x| x / raw.iter().sum::<f64>()).collect::<Vec<_>>()).unwrap();
+        let q = Distribution::from_probs(
+            raw.iter()
+                .map(|x| x / raw.iter().sum::<f64>())
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
         let p = [0.05, 0.3, 0.1, 0.2, 0.05, 0.1, 0.1, 0.1];
         for n in 1..=4 {
             let drafts = DraftScheme::without_replacement(q.clone(), n).unwrap();
             let law = drafts.tuple_law(usize::MAX).unwrap();
             let order = ascending_ratio_order(&p, q.probs());
             let exact = exact_prefix_masses(&law, &order);
-            let q_out: Vec<f64> = (0..=8).map(|k| order[k..].iter().map(|&t| q.prob(t)).sum()).collect();
+            let q_out: Vec<f64> = (0..=8)
+                .map(|k| order[k..].iter().map(|&t| q.prob(t)).sum())
+                .collect();
             let mut clocks = ExponentialClocks::new(n, q_out[7]);
             for k in 0..=8 {
                 if k > 0 {
                     clocks.add_token(q.prob(order[k - 1]));
                 }
                 let (all_in, not_all_in) = clocks.masses(q_out[k]);
-                assert!((all_in - exact[k].0).abs() <= 1e-10, "n={n} k={k}: {all_in} vs {}", exact[k].0);
+                assert!(
+                    (all_in - exact[k].0).abs() <= 1e-10,
+                    "n={n} k={k}: {all_in} vs {}",
+                    exact[k].0
+                );
                 assert!((not_all_in - exact[k].1).abs() <= 1e-10, "n={n} k={k}");
             }
         }

@@ -4,7 +4,9 @@
 mod common;
 
 use common::{Instance, instances};
-use mdsd_bounds::{IidAlgorithm, acceptance_upper_bound, optimal_acceptance, optimal_acceptance_iid};
+use mdsd_bounds::{
+    IidAlgorithm, acceptance_upper_bound, optimal_acceptance, optimal_acceptance_iid,
+};
 use mdsd_core::{Problem, SchemeKind};
 use mdsd_lp::{Formulation, LpSolver};
 use proptest::prelude::*;
@@ -17,19 +19,32 @@ fn check(instance: Instance) -> Result<(), TestCaseError> {
     let problem = Problem::new(instance.p.clone(), instance.drafts.clone()).unwrap();
     let bound = optimal_acceptance(&problem).unwrap();
     let upper = acceptance_upper_bound(&problem, &bound.certificate).unwrap();
-    prop_assert!((upper - bound.alpha).abs() <= TOL, "certificate gives {upper}, bound {}", bound.alpha);
+    prop_assert!(
+        (upper - bound.alpha).abs() <= TOL,
+        "certificate gives {upper}, bound {}",
+        bound.alpha
+    );
 
     for formulation in [Formulation::Full, Formulation::Relaxed] {
-        let lp = LpSolver::default().with_formulation(formulation).solve(&problem).unwrap();
+        let lp = LpSolver::default()
+            .with_formulation(formulation)
+            .solve(&problem)
+            .unwrap();
         prop_assert!(
             (lp.alpha - bound.alpha).abs() <= TOL,
             "{formulation} LP {} vs bound {}",
             lp.alpha,
             bound.alpha
         );
-        prop_assert!(lp.status.max_marginal_error <= TOL, "plan marginals off by {}", lp.status.max_marginal_error);
+        prop_assert!(
+            lp.status.max_marginal_error <= TOL,
+            "plan marginals off by {}",
+            lp.status.max_marginal_error
+        );
         prop_assert!((lp.plan.acceptance() - lp.alpha).abs() <= TOL);
-        let cut = lp.certificate.expect("the min cut of an optimal flow verifies");
+        let cut = lp
+            .certificate
+            .expect("the min cut of an optimal flow verifies");
         let cut_value = acceptance_upper_bound(&problem, &cut).unwrap();
         prop_assert!((cut_value - bound.alpha).abs() <= TOL);
     }
@@ -42,7 +57,11 @@ fn check(instance: Instance) -> Result<(), TestCaseError> {
             .zip(instance.drafts.drafts()[0].probs())
             .map(|(a, b)| a.min(*b))
             .sum();
-        prop_assert!((bound.alpha - single).abs() <= TOL, "n = 1: {} vs Σ min {single}", bound.alpha);
+        prop_assert!(
+            (bound.alpha - single).abs() <= TOL,
+            "n = 1: {} vs Σ min {single}",
+            bound.alpha
+        );
     }
     Ok(())
 }

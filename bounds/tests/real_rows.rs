@@ -21,15 +21,24 @@ fn iid_sort_and_selection_agree_and_grow_with_n() {
                 sort.alpha,
                 selection.alpha
             );
-            assert!(selection.alpha >= previous - 1e-15, "row {row}: alpha fell at n = {n}");
+            assert!(
+                selection.alpha >= previous - 1e-15,
+                "row {row}: alpha fell at n = {n}"
+            );
             previous = selection.alpha;
             if n == 1 {
-                assert!((selection.alpha - (1.0 - tv)).abs() <= 1e-12, "row {row}: n = 1 is 1 - TV");
+                assert!(
+                    (selection.alpha - (1.0 - tv)).abs() <= 1e-12,
+                    "row {row}: n = 1 is 1 - TV"
+                );
             }
             let problem = Problem::new(p.clone(), DraftScheme::iid(q.clone(), n).unwrap()).unwrap();
             for certificate in [&sort.certificate, &selection.certificate] {
                 let value = acceptance_upper_bound(&problem, certificate).unwrap();
-                assert!((value - selection.alpha).abs() <= 1e-12, "row {row} n {n}: certificate gives {value}");
+                assert!(
+                    (value - selection.alpha).abs() <= 1e-12,
+                    "row {row} n {n}: certificate gives {value}"
+                );
             }
         }
     }
@@ -42,10 +51,24 @@ fn without_replacement_dominates_iid() {
     for (row, (p, q)) in common::real_rows().into_iter().enumerate().step_by(2) {
         for n in [1, 2, 4] {
             let iid = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Selection).unwrap();
-            let wor = optimal_acceptance_wor(&p, &DraftScheme::without_replacement(q.clone(), n).unwrap()).unwrap();
-            assert!(wor.alpha >= iid.alpha - 1e-12, "row {row} n {n}: wor {} < iid {}", wor.alpha, iid.alpha);
+            let wor = optimal_acceptance_wor(
+                &p,
+                &DraftScheme::without_replacement(q.clone(), n).unwrap(),
+            )
+            .unwrap();
+            assert!(
+                wor.alpha >= iid.alpha - 1e-12,
+                "row {row} n {n}: wor {} < iid {}",
+                wor.alpha,
+                iid.alpha
+            );
             if n == 1 {
-                assert!((wor.alpha - iid.alpha).abs() <= 1e-10, "row {row}: wor {} iid {}", wor.alpha, iid.alpha);
+                assert!(
+                    (wor.alpha - iid.alpha).abs() <= 1e-10,
+                    "row {row}: wor {} iid {}",
+                    wor.alpha,
+                    iid.alpha
+                );
             }
         }
     }

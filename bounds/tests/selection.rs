@@ -19,12 +19,12 @@ fn adversarial() -> impl Strategy<Value = (Distribution, Distribution)> {
         let (mut p, mut q) = (Vec::new(), Vec::new());
         for (kind, u, log_ratio) in tokens {
             let (a, b) = match kind {
-                0 => (u, u),                             // ratio exactly 1
-                1 => (2.0 * u, u),                       // ratio exactly 2
-                2 => (u * log_ratio.exp2(), u),          // anywhere in 2^±80
-                3 => (0.0, u),                           // p = 0
-                4 => (u, 0.0),                           // q = 0
-                _ => (u * 1e-300, u),                    // ratio below 2^-64
+                0 => (u, u),                    // ratio exactly 1
+                1 => (2.0 * u, u),              // ratio exactly 2
+                2 => (u * log_ratio.exp2(), u), // anywhere in 2^±80
+                3 => (0.0, u),                  // p = 0
+                4 => (u, 0.0),                  // q = 0
+                _ => (u * 1e-300, u),           // ratio below 2^-64
             };
             p.push(a + 1e-300);
             q.push(b);
@@ -53,7 +53,14 @@ proptest! {
 #[test]
 fn independent_subset_search_refuses_large_instances() {
     let uniform = normalised(vec![1.0; 24]);
-    let err = optimal_acceptance_independent(&uniform, &[uniform.clone(), uniform.clone()]).unwrap_err();
-    assert_eq!(err, BoundError::TooManyTokens { size: 24, limit: 20 });
+    let err =
+        optimal_acceptance_independent(&uniform, &[uniform.clone(), uniform.clone()]).unwrap_err();
+    assert_eq!(
+        err,
+        BoundError::TooManyTokens {
+            size: 24,
+            limit: 20
+        }
+    );
     assert!(err.to_string().contains("mdsd-flow"));
 }

@@ -1,7 +1,9 @@
 //! The token-level rows of TEST_VECTORS.md (alpha* columns), by the bounds
 //! and by the LP.
 
-use mdsd_bounds::{IidAlgorithm, acceptance_upper_bound, optimal_acceptance, optimal_acceptance_iid};
+use mdsd_bounds::{
+    IidAlgorithm, acceptance_upper_bound, optimal_acceptance, optimal_acceptance_iid,
+};
 use mdsd_core::{Distribution, DraftScheme, Problem, SchemeKind};
 use mdsd_lp::LpSolver;
 
@@ -16,21 +18,32 @@ fn alpha(p: &[f64], q: &[f64], kind: SchemeKind, n: usize) -> f64 {
     let problem = Problem::new(dist(p), DraftScheme::new(kind, vec![dist(q)], n).unwrap()).unwrap();
     let bound = optimal_acceptance(&problem).unwrap();
     let lp = LpSolver::default().solve(&problem).unwrap();
-    assert!((bound.alpha - lp.alpha).abs() <= TOL, "{kind}: bound {} vs LP {}", bound.alpha, lp.alpha);
+    assert!(
+        (bound.alpha - lp.alpha).abs() <= TOL,
+        "{kind}: bound {} vs LP {}",
+        bound.alpha,
+        lp.alpha
+    );
     let certified = acceptance_upper_bound(&problem, &bound.certificate).unwrap();
     assert!((certified - bound.alpha).abs() <= TOL);
     bound.alpha
 }
 
 fn assert_close(found: f64, expected: f64) {
-    assert!((found - expected).abs() <= TOL, "found {found}, expected {expected}");
+    assert!(
+        (found - expected).abs() <= TOL,
+        "found {found}, expected {expected}"
+    );
 }
 
 #[test]
 fn row_1() {
     let (p, q) = ([0.5, 0.3, 0.2], [0.2, 0.3, 0.5]);
     assert_close(alpha(&p, &q, SchemeKind::Iid, 2), 0.86);
-    assert_close(alpha(&p, &q, SchemeKind::WithoutReplacement, 2), 69.0 / 70.0);
+    assert_close(
+        alpha(&p, &q, SchemeKind::WithoutReplacement, 2),
+        69.0 / 70.0,
+    );
     assert_close(alpha(&p, &q, SchemeKind::Greedy, 2), 0.90);
     for algorithm in [IidAlgorithm::Sort, IidAlgorithm::Selection] {
         let bound = optimal_acceptance_iid(&dist(&p), &dist(&q), 2, algorithm).unwrap();
@@ -81,7 +94,12 @@ fn uniform_draft_rows() {
 fn single_draft_is_overlap_for_every_scheme() {
     let (p, q): ([f64; 4], [f64; 4]) = ([0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4]);
     let overlap: f64 = p.iter().zip(&q).map(|(a, b)| a.min(*b)).sum();
-    for kind in [SchemeKind::Iid, SchemeKind::WithoutReplacement, SchemeKind::Greedy, SchemeKind::Independent] {
+    for kind in [
+        SchemeKind::Iid,
+        SchemeKind::WithoutReplacement,
+        SchemeKind::Greedy,
+        SchemeKind::Independent,
+    ] {
         assert_close(alpha(&p, &q, kind, 1), overlap);
     }
 }

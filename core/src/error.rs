@@ -32,7 +32,9 @@ pub enum CoreError {
     },
     #[error("the number of drafts n must be at least 1")]
     NoDrafts,
-    #[error("{scheme} drafting with {needed} drafts needs {expected} draft distribution(s), got {found}")]
+    #[error(
+        "{scheme} drafting with {needed} drafts needs {expected} draft distribution(s), got {found}"
+    )]
     DraftCountMismatch {
         scheme: &'static str,
         needed: usize,

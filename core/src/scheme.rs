@@ -136,7 +136,11 @@ impl DraftScheme {
         if n == 0 {
             return Err(CoreError::NoDrafts);
         }
-        let expected = if kind == SchemeKind::Independent { n } else { 1 };
+        let expected = if kind == SchemeKind::Independent {
+            n
+        } else {
+            1
+        };
         if drafts.len() != expected {
             return Err(CoreError::DraftCountMismatch {
                 scheme: kind.name(),

@@ -17,7 +17,10 @@ fn main() -> ExitCode {
         Err(e) => {
             // clap's message spans several lines; the first says what is wrong.
             let text = e.to_string();
-            eprintln!("{}", text.lines().next().unwrap_or("error: invalid arguments"));
+            eprintln!(
+                "{}",
+                text.lines().next().unwrap_or("error: invalid arguments")
+            );
             return ExitCode::from(2);
         }
     };

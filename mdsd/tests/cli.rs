@@ -4,32 +4,57 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use mdsd::{Distribution, DraftScheme, IidAlgorithm, LpSolver, Problem, SchemeKind, optimal_acceptance};
+use mdsd::{
+    Distribution, DraftScheme, IidAlgorithm, LpSolver, Problem, SchemeKind, optimal_acceptance,
+};
 use ndarray::{Array2, Array3, array};
 use ndarray_npy::{NpzReader, WriteNpyExt};
 use serde_json::Value;
 
 fn mdsd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mdsd")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_mdsd"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// Runs a command that must succeed and print one JSON document.
 fn json(args: &[&str]) -> Value {
     let out = mdsd(args);
-    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("stdout is exactly one JSON document")
 }
 
 fn write_npy<A: WriteNpyExt>(dir: &Path, name: &str, array: &A) -> String {
     let path = dir.join(name);
-    array.write_npy(std::fs::File::create(&path).unwrap()).unwrap();
+    array
+        .write_npy(std::fs::File::create(&path).unwrap())
+        .unwrap();
     path.to_str().unwrap().to_string()
 }
 
 #[test]
 fn readme_example_json_shape() {
-    let doc = json(&["bound", "-p", "0.5,0.3,0.2", "-q", "0.2,0.3,0.5", "-n", "2", "--json"]);
-    let keys: Vec<&str> = doc.as_object().unwrap().keys().map(String::as_str).collect();
+    let doc = json(&[
+        "bound",
+        "-p",
+        "0.5,0.3,0.2",
+        "-q",
+        "0.2,0.3,0.5",
+        "-n",
+        "2",
+        "--json",
+    ]);
+    let keys: Vec<&str> = doc
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     assert_eq!(keys.len(), 5);
     for key in ["alpha", "scheme", "n", "method", "certificate"] {
         assert!(keys.contains(&key), "missing {key}");
@@ -45,24 +70,58 @@ fn readme_example_json_shape() {
 fn table_output_names_alpha_and_certificate() {
     let out = mdsd(&["bound", "-p", "0.5,0.3,0.2", "-q", "0.2,0.3,0.5", "-n", "2"]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("0.860000000000") && text.contains("{1, 2}"), "{text}");
+    assert!(
+        text.contains("0.860000000000") && text.contains("{1, 2}"),
+        "{text}"
+    );
 }
 
 #[test]
 fn solve_lp_equals_bound_for_every_scheme() {
     for scheme in ["iid", "wor", "greedy"] {
-        let common = ["-p", "0.4,0.3,0.2,0.1", "-q", "0.1,0.2,0.3,0.4", "-n", "3", "--scheme", scheme, "--json"];
+        let common = [
+            "-p",
+            "0.4,0.3,0.2,0.1",
+            "-q",
+            "0.1,0.2,0.3,0.4",
+            "-n",
+            "3",
+            "--scheme",
+            scheme,
+            "--json",
+        ];
         let bound = json(&[&["bound"], &common[..]].concat());
         for formulation in ["full", "relaxed"] {
-            let lp = json(&[&["solve", "--method", "lp", "--formulation", formulation], &common[..]].concat());
-            let (a, b) = (bound["alpha"].as_f64().unwrap(), lp["alpha"].as_f64().unwrap());
-            assert!((a - b).abs() < 1e-9, "{scheme} {formulation}: bound {a} lp {b}");
+            let lp = json(
+                &[
+                    &["solve", "--method", "lp", "--formulation", formulation],
+                    &common[..],
+                ]
+                .concat(),
+            );
+            let (a, b) = (
+                bound["alpha"].as_f64().unwrap(),
+                lp["alpha"].as_f64().unwrap(),
+            );
+            assert!(
+                (a - b).abs() < 1e-9,
+                "{scheme} {formulation}: bound {a} lp {b}"
+            );
             assert_eq!(lp["method"], "lp");
         }
     }
     let independent = [
-        "-p", "0.4,0.3,0.2,0.1", "-q", "0.1,0.2,0.3,0.4", "-q", "0.25,0.25,0.25,0.25", "-n", "2", "--scheme",
-        "independent", "--json",
+        "-p",
+        "0.4,0.3,0.2,0.1",
+        "-q",
+        "0.1,0.2,0.3,0.4",
+        "-q",
+        "0.25,0.25,0.25,0.25",
+        "-n",
+        "2",
+        "--scheme",
+        "independent",
+        "--json",
     ];
     let bound = json(&[&["bound"], &independent[..]].concat());
     let lp = json(&[&["solve", "--method", "lp"], &independent[..]].concat());
@@ -77,40 +136,78 @@ fn npy_and_json_rows() {
     let p_path = write_npy(dir.path(), "p.npy", &p);
     let q_path = write_npy(dir.path(), "q.npy", &q);
     let json_path = dir.path().join("p.json");
-    std::fs::write(&json_path, serde_json::to_string(&p.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>()).unwrap()).unwrap();
+    std::fs::write(
+        &json_path,
+        serde_json::to_string(&p.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>()).unwrap(),
+    )
+    .unwrap();
     for p_arg in [p_path.as_str(), json_path.to_str().unwrap()] {
-        let doc = json(&["bound", "-p", p_arg, "-q", &q_path, "-n", "2", "--scheme", "wor", "--json"]);
-        let rows = doc["rows"].as_array().expect("several rows give {\"rows\": [...]}");
+        let doc = json(&[
+            "bound", "-p", p_arg, "-q", &q_path, "-n", "2", "--scheme", "wor", "--json",
+        ]);
+        let rows = doc["rows"]
+            .as_array()
+            .expect("several rows give {\"rows\": [...]}");
         assert_eq!(rows.len(), 3);
         for (r, row) in rows.iter().enumerate() {
             let target = Distribution::from_probs(p.row(r).to_vec()).unwrap();
-            let draft = Distribution::from_probs(q.row(r).iter().map(|&x| f64::from(x)).collect::<Vec<_>>()).unwrap();
-            let problem = Problem::new(target, DraftScheme::without_replacement(draft, 2).unwrap()).unwrap();
+            let draft = Distribution::from_probs(
+                q.row(r).iter().map(|&x| f64::from(x)).collect::<Vec<_>>(),
+            )
+            .unwrap();
+            let problem =
+                Problem::new(target, DraftScheme::without_replacement(draft, 2).unwrap()).unwrap();
             let expected = optimal_acceptance(&problem).unwrap();
             assert!((row["alpha"].as_f64().unwrap() - expected.alpha).abs() < 1e-12);
             assert_eq!(row["scheme"], "wor");
         }
     }
     // One shared draft row is broadcast over three target rows.
-    let doc = json(&["bound", "-p", &p_path, "-q", "0.2,0.3,0.5", "-n", "2", "--json"]);
+    let doc = json(&[
+        "bound",
+        "-p",
+        &p_path,
+        "-q",
+        "0.2,0.3,0.5",
+        "-n",
+        "2",
+        "--json",
+    ]);
     assert_eq!(doc["rows"].as_array().unwrap().len(), 3);
 }
 
 #[test]
 fn real_rows_at_full_vocabulary_match_the_library() {
-    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/qwen-coder-dense-8rows.npz");
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/qwen-coder-dense-8rows.npz");
     let mut npz = NpzReader::new(std::fs::File::open(fixture).unwrap()).unwrap();
     let p: Array2<f32> = npz.by_name("p.npy").unwrap();
     let q: Array2<f32> = npz.by_name("q.npy").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let p_path = write_npy(dir.path(), "p.npy", &p.slice(ndarray::s![..2, ..]).to_owned());
-    let q_path = write_npy(dir.path(), "q.npy", &q.slice(ndarray::s![..2, ..]).to_owned());
+    let p_path = write_npy(
+        dir.path(),
+        "p.npy",
+        &p.slice(ndarray::s![..2, ..]).to_owned(),
+    );
+    let q_path = write_npy(
+        dir.path(),
+        "q.npy",
+        &q.slice(ndarray::s![..2, ..]).to_owned(),
+    );
     let doc = json(&["bound", "-p", &p_path, "-q", &q_path, "-n", "4", "--json"]);
     for (r, row) in doc["rows"].as_array().unwrap().iter().enumerate() {
-        let to_dist = |a: &Array2<f32>| Distribution::from_probs(a.row(r).iter().map(|&x| f64::from(x)).collect::<Vec<_>>()).unwrap();
-        let expected = mdsd::bounds::optimal_acceptance_iid(&to_dist(&p), &to_dist(&q), 4, IidAlgorithm::Sort).unwrap();
+        let to_dist = |a: &Array2<f32>| {
+            Distribution::from_probs(a.row(r).iter().map(|&x| f64::from(x)).collect::<Vec<_>>())
+                .unwrap()
+        };
+        let expected =
+            mdsd::bounds::optimal_acceptance_iid(&to_dist(&p), &to_dist(&q), 4, IidAlgorithm::Sort)
+                .unwrap();
         assert!((row["alpha"].as_f64().unwrap() - expected.alpha).abs() < 1e-12);
-        assert_eq!(row["certificate"].as_array().unwrap().len(), expected.certificate.len());
+        assert_eq!(
+            row["certificate"].as_array().unwrap().len(),
+            expected.certificate.len()
+        );
     }
 }
 
@@ -120,13 +217,33 @@ fn logits_and_transforms() {
     let draft_logits = [0.0f64, 1.0, 2.0, 0.5];
     let join = |x: &[f64]| x.iter().map(f64::to_string).collect::<Vec<_>>().join(",");
     let doc = json(&[
-        "bound", "-p", &join(&logits), "-q", &join(&draft_logits), "-n", "2", "--logits", "--temperature", "0.7",
-        "--top-k", "3", "--json",
+        "bound",
+        "-p",
+        &join(&logits),
+        "-q",
+        &join(&draft_logits),
+        "-n",
+        "2",
+        "--logits",
+        "--temperature",
+        "0.7",
+        "--top-k",
+        "3",
+        "--json",
     ]);
-    let transform = mdsd::Transform { temperature: Some(0.7), top_k: Some(3), top_p: None };
+    let transform = mdsd::Transform {
+        temperature: Some(0.7),
+        top_k: Some(3),
+        top_p: None,
+    };
     let problem = Problem::new(
         transform.apply_to_logits(&logits).unwrap(),
-        DraftScheme::new(SchemeKind::Iid, vec![transform.apply_to_logits(&draft_logits).unwrap()], 2).unwrap(),
+        DraftScheme::new(
+            SchemeKind::Iid,
+            vec![transform.apply_to_logits(&draft_logits).unwrap()],
+            2,
+        )
+        .unwrap(),
     )
     .unwrap();
     let expected = optimal_acceptance(&problem).unwrap();
@@ -144,36 +261,176 @@ fn bad_input_gives_one_line_and_nonzero_exit() {
     let not_array = dir.path().join("object.json");
     std::fs::write(&not_array, "{\"p\": 1}").unwrap();
     let two_rows = write_npy(dir.path(), "two.npy", &array![[0.5, 0.5], [0.5, 0.5]]);
-    let three_rows = write_npy(dir.path(), "three.npy", &array![[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]);
+    let three_rows = write_npy(
+        dir.path(),
+        "three.npy",
+        &array![[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]],
+    );
     let q = "0.2,0.3,0.5";
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["bound", "-p", garbage.to_str().unwrap(), "-q", q, "-n", "2"], "garbage.npy"),
-        (vec!["bound", "-p", "missing.npy", "-q", q, "-n", "2"], "cannot open missing.npy"),
-        (vec!["bound", "-p", &cube, "-q", q, "-n", "2"], "3 dimensions"),
-        (vec!["bound", "-p", not_array.to_str().unwrap(), "-q", q, "-n", "2"], "must hold an array"),
-        (vec!["bound", "-p", "0.5,nan,0.5", "-q", q, "-n", "2"], "entry 1 is NaN"),
-        (vec!["bound", "-p", "0.5,inf,0.5", "-q", q, "-n", "2"], "entry 1 is inf"),
-        (vec!["bound", "-p", "0.5,-0.1,0.6", "-q", q, "-n", "2"], "entry 1 is -0.1, which is negative"),
-        (vec!["bound", "-p", "0.5,0.3,0.3", "-q", q, "-n", "2"], "sum to 1.1"),
-        (vec!["bound", "-p", "0.5,0.5", "-q", q, "-n", "2"], "has 3 tokens, but the vocabulary has 2"),
-        (vec!["bound", "-p", "0.5,0.3,0.2", "-q", q, "-n", "0"], "n must be at least 1"),
-        (vec!["bound", "-p", "0.5,0.3,0.2", "-q", q, "-n", "2", "--scheme", "magic"], "unknown draft scheme"),
-        (vec!["bound", "-p", "0.5,0.3,0.2", "-q", q, "-n", "4", "--scheme", "wor"], "needs at least 4 tokens"),
-        (vec!["bound", "-p", "0.5,0.3,0.2", "-q", q, "-q", q, "-n", "3", "--scheme", "independent"], "once per draft model"),
-        (vec!["bound", "-p", "0.5,0.3,0.2", "-q", q, "-q", q, "-n", "2"], "repeat -q only"),
-        (vec!["bound", "-p", &two_rows, "-q", &three_rows, "-n", "2"], "has 2 rows but another input has 3"),
-        (vec!["bound", "-p", "0.5,0.3,0.2", "-q", q, "-n", "2", "--top-p", "1.5"], "top-p 1.5"),
-        (vec!["bound", "-p", "0.5,0.3,0.2", "-q", q, "-n", "2", "--temperature", "-1"], "temperature -1"),
-        (vec!["solve", "--method", "lp", "-p", "0.25,0.25,0.25,0.25", "-q", "0.25,0.25,0.25,0.25", "-n", "9"], "above the budget"),
-        (vec!["solve", "--method", "simplex", "-p", "0.5,0.5", "-q", "0.5,0.5", "-n", "1"], "invalid value 'simplex'"),
+        (
+            vec!["bound", "-p", garbage.to_str().unwrap(), "-q", q, "-n", "2"],
+            "garbage.npy",
+        ),
+        (
+            vec!["bound", "-p", "missing.npy", "-q", q, "-n", "2"],
+            "cannot open missing.npy",
+        ),
+        (
+            vec!["bound", "-p", &cube, "-q", q, "-n", "2"],
+            "3 dimensions",
+        ),
+        (
+            vec![
+                "bound",
+                "-p",
+                not_array.to_str().unwrap(),
+                "-q",
+                q,
+                "-n",
+                "2",
+            ],
+            "must hold an array",
+        ),
+        (
+            vec!["bound", "-p", "0.5,nan,0.5", "-q", q, "-n", "2"],
+            "entry 1 is NaN",
+        ),
+        (
+            vec!["bound", "-p", "0.5,inf,0.5", "-q", q, "-n", "2"],
+            "entry 1 is inf",
+        ),
+        (
+            vec!["bound", "-p", "0.5,-0.1,0.6", "-q", q, "-n", "2"],
+            "entry 1 is -0.1, which is negative",
+        ),
+        (
+            vec!["bound", "-p", "0.5,0.3,0.3", "-q", q, "-n", "2"],
+            "sum to 1.1",
+        ),
+        (
+            vec!["bound", "-p", "0.5,0.5", "-q", q, "-n", "2"],
+            "has 3 tokens, but the vocabulary has 2",
+        ),
+        (
+            vec!["bound", "-p", "0.5,0.3,0.2", "-q", q, "-n", "0"],
+            "n must be at least 1",
+        ),
+        (
+            vec![
+                "bound",
+                "-p",
+                "0.5,0.3,0.2",
+                "-q",
+                q,
+                "-n",
+                "2",
+                "--scheme",
+                "magic",
+            ],
+            "unknown draft scheme",
+        ),
+        (
+            vec![
+                "bound",
+                "-p",
+                "0.5,0.3,0.2",
+                "-q",
+                q,
+                "-n",
+                "4",
+                "--scheme",
+                "wor",
+            ],
+            "needs at least 4 tokens",
+        ),
+        (
+            vec![
+                "bound",
+                "-p",
+                "0.5,0.3,0.2",
+                "-q",
+                q,
+                "-q",
+                q,
+                "-n",
+                "3",
+                "--scheme",
+                "independent",
+            ],
+            "once per draft model",
+        ),
+        (
+            vec!["bound", "-p", "0.5,0.3,0.2", "-q", q, "-q", q, "-n", "2"],
+            "repeat -q only",
+        ),
+        (
+            vec!["bound", "-p", &two_rows, "-q", &three_rows, "-n", "2"],
+            "has 2 rows but another input has 3",
+        ),
+        (
+            vec![
+                "bound",
+                "-p",
+                "0.5,0.3,0.2",
+                "-q",
+                q,
+                "-n",
+                "2",
+                "--top-p",
+                "1.5",
+            ],
+            "top-p 1.5",
+        ),
+        (
+            vec![
+                "bound",
+                "-p",
+                "0.5,0.3,0.2",
+                "-q",
+                q,
+                "-n",
+                "2",
+                "--temperature",
+                "-1",
+            ],
+            "temperature -1",
+        ),
+        (
+            vec![
+                "solve",
+                "--method",
+                "lp",
+                "-p",
+                "0.25,0.25,0.25,0.25",
+                "-q",
+                "0.25,0.25,0.25,0.25",
+                "-n",
+                "9",
+            ],
+            "above the budget",
+        ),
+        (
+            vec![
+                "solve", "--method", "simplex", "-p", "0.5,0.5", "-q", "0.5,0.5", "-n", "1",
+            ],
+            "invalid value 'simplex'",
+        ),
     ];
     for (args, expected) in cases {
         let out = mdsd(&args);
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
         assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: stderr is not one line: {stderr}");
+        assert_eq!(
+            stderr.lines().count(),
+            1,
+            "{args:?}: stderr is not one line: {stderr}"
+        );
         assert!(stderr.starts_with("error"), "{args:?}: {stderr}");
-        assert!(stderr.contains(expected), "{args:?}: {stderr:?} does not mention {expected:?}");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: {stderr:?} does not mention {expected:?}"
+        );
     }
 }

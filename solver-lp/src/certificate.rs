@@ -32,7 +32,12 @@ pub(crate) fn certificate_from_flow(
 
 /// The cut value and the tokens reachable from the source when residuals at
 /// or below `saturated` count as zero.
-fn source_side(sets: &DraftLaw, p: &[f64], flow: &[Vec<(usize, f64)>], saturated: f64) -> (f64, Vec<usize>) {
+fn source_side(
+    sets: &DraftLaw,
+    p: &[f64],
+    flow: &[Vec<(usize, f64)>],
+    saturated: f64,
+) -> (f64, Vec<usize>) {
     let mut sets_feeding = vec![Vec::new(); p.len()];
     for (s, edges) in flow.iter().enumerate() {
         for &(y, f) in edges {
@@ -60,7 +65,10 @@ fn source_side(sets: &DraftLaw, p: &[f64], flow: &[Vec<(usize, f64)>], saturated
             }
         }
     }
-    let p_in: f64 = (0..p.len()).filter(|&y| token_reached[y]).map(|y| p[y]).sum();
+    let p_in: f64 = (0..p.len())
+        .filter(|&y| token_reached[y])
+        .map(|y| p[y])
+        .sum();
     let all_in: f64 = sets
         .iter()
         .filter(|(set, _)| set.iter().all(|&y| token_reached[y]))

@@ -30,7 +30,10 @@ pub(crate) fn complete_plan(law: DraftLaw, p: &[f64], mut accepted: Accepted) ->
         .zip(p)
         .map(|(&a, &py)| if a > py { py / a } else { 1.0 })
         .collect();
-    accepted.iter_mut().flatten().for_each(|e| e.1 *= scale[e.0]);
+    accepted
+        .iter_mut()
+        .flatten()
+        .for_each(|e| e.1 *= scale[e.0]);
 
     let mut column_residual: Vec<f64> = column_total(&accepted)
         .iter()

@@ -156,7 +156,10 @@ impl Default for LpSolver {
 
 impl LpSolver {
     pub fn with_formulation(self, formulation: Formulation) -> Self {
-        Self { formulation, ..self }
+        Self {
+            formulation,
+            ..self
+        }
     }
 
     pub fn with_backend(self, backend: LpBackend) -> Self {
@@ -164,7 +167,10 @@ impl LpSolver {
     }
 
     pub fn with_max_variables(self, max_variables: usize) -> Self {
-        Self { max_variables, ..self }
+        Self {
+            max_variables,
+            ..self
+        }
     }
 
     /// Solves one problem.
@@ -233,12 +239,19 @@ impl LpSolver {
         };
         for (i, (tuple, prob)) in tuples.iter().enumerate() {
             lp.row((0..s).map(|j| var(i, j)).collect(), RowKind::Equal, prob);
-            lp.objective
-                .extend((0..s).filter(|&j| tuple.contains(&support[j])).map(|j| var(i, j)));
+            lp.objective.extend(
+                (0..s)
+                    .filter(|&j| tuple.contains(&support[j]))
+                    .map(|j| var(i, j)),
+            );
         }
         // The rows sum to the same total as the columns: drop the last column.
         for j in 0..s - 1 {
-            lp.row((0..tuples.len()).map(|i| var(i, j)).collect(), RowKind::Equal, p[support[j]]);
+            lp.row(
+                (0..tuples.len()).map(|i| var(i, j)).collect(),
+                RowKind::Equal,
+                p[support[j]],
+            );
         }
         let x = self.run(&lp)?;
         let alpha: f64 = lp.objective.iter().map(|&k| x[k].max(0.0)).sum();

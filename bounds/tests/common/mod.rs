@@ -44,15 +44,26 @@ pub struct Instance {
 /// Instances with V in 2..=`max_v`, n in 1..=`max_n`, flat (Dirichlet(1))
 /// or peaked (Dirichlet(0.1)) distributions, and zeros in p and q.
 pub fn instances(kind: SchemeKind, max_v: usize, max_n: usize) -> impl Strategy<Value = Instance> {
-    (2..=max_v, 1..=max_n, any::<u64>(), prop::bool::ANY, 0.0..0.4f64).prop_map(
-        move |(v, n, seed, peaked, zero_rate)| {
+    (
+        2..=max_v,
+        1..=max_n,
+        any::<u64>(),
+        prop::bool::ANY,
+        0.0..0.4f64,
+    )
+        .prop_map(move |(v, n, seed, peaked, zero_rate)| {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let concentration = if peaked { 0.1 } else { 1.0 };
-            let needs_distinct = matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Greedy);
+            let needs_distinct =
+                matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Greedy);
             let n = if needs_distinct { n.min(v) } else { n };
             let min_support = if needs_distinct { n } else { 1 };
             let p = random_distribution(&mut rng, v, concentration, zero_rate, 1);
-            let count = if kind == SchemeKind::Independent { n } else { 1 };
+            let count = if kind == SchemeKind::Independent {
+                n
+            } else {
+                1
+            };
             let qs = (0..count)
                 .map(|_| random_distribution(&mut rng, v, concentration, zero_rate, min_support))
                 .collect();
@@ -60,8 +71,7 @@ pub fn instances(kind: SchemeKind, max_v: usize, max_n: usize) -> impl Strategy<
                 p,
                 drafts: DraftScheme::new(kind, qs, n).unwrap(),
             }
-        },
-    )
+        })
 }
 
 /// The 8 real full-vocabulary rows of `data/qwen-coder-dense-8rows.npz`,
@@ -74,5 +84,9 @@ pub fn real_rows() -> Vec<(Distribution, Distribution)> {
     let to_dist = |row: ndarray::ArrayView1<f32>| {
         Distribution::from_probs(row.iter().map(|&x| f64::from(x)).collect::<Vec<_>>()).unwrap()
     };
-    p.rows().into_iter().zip(q.rows()).map(|(p, q)| (to_dist(p), to_dist(q))).collect()
+    p.rows()
+        .into_iter()
+        .zip(q.rows())
+        .map(|(p, q)| (to_dist(p), to_dist(q)))
+        .collect()
 }

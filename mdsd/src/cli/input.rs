@@ -43,8 +43,13 @@ fn parse_inline(spec: &str) -> Result<Vec<f64>, String> {
 fn rows_of(array: ArrayD<f64>, path: &str) -> Result<Vec<Vec<f64>>, String> {
     match array.ndim() {
         1 => Ok(vec![array.iter().copied().collect()]),
-        2 => Ok(array.outer_iter().map(|row| row.iter().copied().collect()).collect()),
-        d => Err(format!("{path} has {d} dimensions; expected 1 (one problem) or 2 (one problem per row)")),
+        2 => Ok(array
+            .outer_iter()
+            .map(|row| row.iter().copied().collect())
+            .collect()),
+        d => Err(format!(
+            "{path} has {d} dimensions; expected 1 (one problem) or 2 (one problem per row)"
+        )),
     }
 }
 
@@ -54,7 +59,11 @@ fn read_npy(path: &str) -> Result<Vec<Vec<f64>>, String> {
         Ok(a) => a,
         Err(f64_error) => match ArrayD::<f32>::read_npy(open()?) {
             Ok(a) => a.mapv(f64::from),
-            Err(_) => return Err(format!("cannot read {path} as a float64 or float32 .npy array: {f64_error}")),
+            Err(_) => {
+                return Err(format!(
+                    "cannot read {path} as a float64 or float32 .npy array: {f64_error}"
+                ));
+            }
         },
     };
     rows_of(array, path)
@@ -69,14 +78,21 @@ fn read_json(path: &str) -> Result<Vec<Vec<f64>>, String> {
             .ok_or_else(|| format!("{path}: row {r} is not an array"))?
             .iter()
             .enumerate()
-            .map(|(i, x)| x.as_f64().ok_or_else(|| format!("{path}: row {r} item {i} ({x}) is not a number")))
+            .map(|(i, x)| {
+                x.as_f64()
+                    .ok_or_else(|| format!("{path}: row {r} item {i} ({x}) is not a number"))
+            })
             .collect()
     };
     let items = value
         .as_array()
         .ok_or_else(|| format!("{path} must hold an array of numbers or an array of arrays"))?;
     if items.first().is_some_and(serde_json::Value::is_array) {
-        items.iter().enumerate().map(|(r, row)| number_row(row, r)).collect()
+        items
+            .iter()
+            .enumerate()
+            .map(|(r, row)| number_row(row, r))
+            .collect()
     } else {
         number_row(&value, 0).map(|row| vec![row])
     }

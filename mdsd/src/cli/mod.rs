@@ -5,8 +5,8 @@ mod output;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use mdsd::{
-    BoundError, CoreError, Distribution, DraftScheme, Formulation, LpError, LpSolver,
-    Problem, SchemeKind, Transform, optimal_acceptance_batch,
+    BoundError, CoreError, Distribution, DraftScheme, Formulation, LpError, LpSolver, Problem,
+    SchemeKind, Transform, optimal_acceptance_batch,
 };
 use thiserror::Error;
 
@@ -63,14 +63,25 @@ enum FormulationArg {
 struct ProblemArgs {
     /// Target distribution: `0.5,0.3,0.2`, a .npy file (1-D, or 2-D with one
     /// problem per row) or a .json file (array, or array of arrays).
-    #[arg(short = 'p', long = "target", value_name = "P", allow_hyphen_values = true)]
+    #[arg(
+        short = 'p',
+        long = "target",
+        value_name = "P",
+        allow_hyphen_values = true
+    )]
     target: String,
     /// Draft distribution, same forms as -p; repeat once per draft model with
     /// --scheme independent.
-    #[arg(short = 'q', long = "draft", value_name = "Q", required = true, allow_hyphen_values = true)]
+    #[arg(
+        short = 'q',
+        long = "draft",
+        value_name = "Q",
+        required = true,
+        allow_hyphen_values = true
+    )]
     drafts: Vec<String>,
     /// Number of drafts.
-    #[arg(short = 'n', long = "drafts")]
+    #[arg(short = 'n', long = "num-drafts")]
     n: usize,
     /// Draft scheme: iid, wor (without replacement), independent, greedy.
     #[arg(long, default_value = "iid")]
@@ -115,7 +126,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             let rows = optimal_acceptance_batch(&problems)
                 .into_iter()
                 .enumerate()
-                .map(|(row, result)| result.map(Solved::from).map_err(|source| CliError::Bound { row, source }))
+                .map(|(row, result)| {
+                    result
+                        .map(Solved::from)
+                        .map_err(|source| CliError::Bound { row, source })
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             print(&args, "bound", rows)
         }
@@ -210,7 +225,13 @@ fn build_problems(args: &ProblemArgs) -> Result<Vec<Problem>, CliError> {
         };
         dist.map_err(|source| CliError::Invalid { what, source })
     };
-    let label = |name: &str, row: usize| if rows > 1 { format!("{name} row {row}") } else { name.to_string() };
+    let label = |name: &str, row: usize| {
+        if rows > 1 {
+            format!("{name} row {row}")
+        } else {
+            name.to_string()
+        }
+    };
     (0..rows)
         .map(|row| {
             let p = to_distribution(pick(&targets, "-p", row)?, label("-p", row))?;
@@ -218,7 +239,11 @@ fn build_problems(args: &ProblemArgs) -> Result<Vec<Problem>, CliError> {
                 .iter()
                 .enumerate()
                 .map(|(i, d)| {
-                    let name = if independent { format!("-q #{}", i + 1) } else { "-q".into() };
+                    let name = if independent {
+                        format!("-q #{}", i + 1)
+                    } else {
+                        "-q".into()
+                    };
                     to_distribution(pick(d, &name, row)?, label(&name, row))
                 })
                 .collect::<Result<Vec<_>, _>>()?;

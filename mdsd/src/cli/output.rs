@@ -77,9 +77,20 @@ impl Report<'_> {
         for (i, row) in self.rows.iter().enumerate() {
             let (size, tokens) = match &row.certificate {
                 Some(tokens) => {
-                    let shown: Vec<String> = tokens.iter().take(SHOWN_TOKENS).map(usize::to_string).collect();
-                    let more = if tokens.len() > SHOWN_TOKENS { ", ..." } else { "" };
-                    (tokens.len().to_string(), format!("{{{}{more}}}", shown.join(", ")))
+                    let shown: Vec<String> = tokens
+                        .iter()
+                        .take(SHOWN_TOKENS)
+                        .map(usize::to_string)
+                        .collect();
+                    let more = if tokens.len() > SHOWN_TOKENS {
+                        ", ..."
+                    } else {
+                        ""
+                    };
+                    (
+                        tokens.len().to_string(),
+                        format!("{{{}{more}}}", shown.join(", ")),
+                    )
                 }
                 None => ("-".into(), "(min cut did not verify)".into()),
             };
