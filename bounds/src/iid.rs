@@ -2,7 +2,7 @@
 //! ascending-p/q order (DESIGN §3), by a full sort or by bucket selection.
 
 use crate::objective;
-use crate::order::{ascending_ratio_order, ratio};
+use crate::order::{ascending_ratio_order, masses_after, ratio};
 
 /// How [`crate::optimal_acceptance_iid`] finds the optimal prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -11,9 +11,16 @@ pub enum IidAlgorithm {
     Sort,
     /// Bucket the ratios by their binary exponent and sort only the buckets
     /// that can hold the optimum: expected O(V).
-    #[default]
     Selection,
+    /// Sort below [`SELECTION_MIN_VOCAB`] tokens, where the buckets' fixed
+    /// cost dominates; selection above.
+    #[default]
+    Auto,
 }
+
+/// The vocabulary size from which [`IidAlgorithm::Auto`] uses selection
+/// (about the number of buckets, whose set-up then stops dominating).
+pub const SELECTION_MIN_VOCAB: usize = BUCKETS;
 
 /// `alpha - 1 = p(H) - q(H)^n` for a set with masses `p_in`, `q_in` inside and
 /// `p_out`, `q_out` outside, all four summed directly. `1 - q(H)^n` is only
@@ -33,13 +40,7 @@ pub(crate) fn iid_objective(p_in: f64, p_out: f64, q_in: f64, q_out: f64, n: i32
 pub(crate) fn iid_by_sort(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>) {
     let order = ascending_ratio_order(p, q);
     let v = order.len();
-    // Suffix sums along the order: the mass outside each prefix, summed directly.
-    let mut p_out = vec![0.0; v + 1];
-    let mut q_out = vec![0.0; v + 1];
-    for k in (0..v).rev() {
-        p_out[k] = p_out[k + 1] + p[order[k]];
-        q_out[k] = q_out[k + 1] + q[order[k]];
-    }
+    let (p_out, q_out) = masses_after(p, q, &order);
     let (mut p_in, mut q_in) = (0.0, 0.0);
     let (mut best, mut best_len) = (0.0, 0);
     for k in 1..=v {

@@ -33,11 +33,13 @@ mod independent;
 mod order;
 mod wor;
 
+use order::split_mass;
+
 use mdsd_core::{CoreError, Distribution, DraftScheme, Problem, SchemeKind};
 use rayon::prelude::*;
 use thiserror::Error;
 
-pub use iid::IidAlgorithm;
+pub use iid::{IidAlgorithm, SELECTION_MIN_VOCAB};
 pub use independent::INDEPENDENT_SUBSET_LIMIT;
 pub use wor::WOR_EXACT_TUPLE_LIMIT;
 
@@ -122,6 +124,10 @@ pub fn optimal_acceptance_iid(
     Ok(bound_from(match algorithm {
         IidAlgorithm::Sort => iid::iid_by_sort(p.probs(), q.probs(), n),
         IidAlgorithm::Selection => iid::iid_by_selection(p.probs(), q.probs(), n),
+        IidAlgorithm::Auto if p.len() < SELECTION_MIN_VOCAB => {
+            iid::iid_by_sort(p.probs(), q.probs(), n)
+        }
+        IidAlgorithm::Auto => iid::iid_by_selection(p.probs(), q.probs(), n),
     }))
 }
 
@@ -181,47 +187,25 @@ pub fn prob_all_drafts_in(drafts: &DraftScheme, in_set: &[bool]) -> f64 {
 
 /// `(Q(all drafts in H), Q(not all in H))`, both computed directly.
 fn masses_all_in(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
-    let mass = |q: &Distribution, inside: bool| -> f64 {
-        q.probs()
-            .iter()
-            .zip(in_set)
-            .filter(|(_, i)| **i == inside)
-            .map(|(x, _)| x)
-            .sum()
-    };
-    let from_prob = |all_in: f64| (all_in, 1.0 - all_in);
-    let q = &drafts.drafts()[0];
+    let q = drafts.drafts()[0].probs();
     match drafts.kind() {
         SchemeKind::Iid => {
             let n = drafts.n() as f64;
-            (
-                mass(q, true).powf(n),
-                -(n * (-mass(q, false)).ln_1p()).exp_m1(),
-            )
+            let (inside, outside) = split_mass(q, in_set);
+            (inside.powf(n), -(n * (-outside).ln_1p()).exp_m1())
         }
         SchemeKind::Independent => {
-            from_prob(drafts.drafts().iter().map(|q| mass(q, true)).product())
+            let all_in: f64 = drafts
+                .drafts()
+                .iter()
+                .map(|q| split_mass(q.probs(), in_set).0)
+                .product();
+            (all_in, 1.0 - all_in)
         }
-        SchemeKind::Greedy => {
-            if drafts.greedy_top().iter().all(|&t| in_set[t]) {
-                let rest = drafts.greedy_rest();
-                let inside: f64 = rest
-                    .iter()
-                    .zip(in_set)
-                    .filter(|(_, i)| **i)
-                    .map(|(x, _)| x)
-                    .sum();
-                let outside: f64 = rest
-                    .iter()
-                    .zip(in_set)
-                    .filter(|(_, i)| !**i)
-                    .map(|(x, _)| x)
-                    .sum();
-                (inside, outside)
-            } else {
-                (0.0, 1.0)
-            }
+        SchemeKind::Greedy if drafts.greedy_top().iter().all(|&t| in_set[t]) => {
+            split_mass(&drafts.greedy_rest(), in_set)
         }
+        SchemeKind::Greedy => (0.0, 1.0),
         SchemeKind::WithoutReplacement => wor::wor_masses(drafts, in_set),
     }
 }
@@ -231,19 +215,7 @@ fn masses_all_in(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
 /// it equals alpha*; users bound their own verifier with their own H.
 pub fn acceptance_upper_bound(problem: &Problem, tokens: &[usize]) -> Result<f64, BoundError> {
     let in_set = problem.indicator(tokens)?;
-    let p = problem.target().probs();
-    let p_in: f64 = p
-        .iter()
-        .zip(&in_set)
-        .filter(|(_, i)| **i)
-        .map(|(x, _)| x)
-        .sum();
-    let p_out: f64 = p
-        .iter()
-        .zip(&in_set)
-        .filter(|(_, i)| !**i)
-        .map(|(x, _)| x)
-        .sum();
+    let (p_in, p_out) = split_mass(problem.target().probs(), &in_set);
     let (all_in, not_all_in) = masses_all_in(problem.drafts(), &in_set);
     Ok(1.0 + objective(p_in, p_out, all_in, not_all_in))
 }

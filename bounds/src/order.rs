@@ -12,3 +12,30 @@ pub(crate) fn ascending_ratio_order(p: &[f64], q: &[f64]) -> Vec<usize> {
     order.sort_unstable_by(|&a, &b| ratios[a].total_cmp(&ratios[b]).then(a.cmp(&b)));
     order
 }
+
+/// Mass of `p` and of `q` outside each prefix `order[..k]`, k = 0..=V,
+/// summed directly from the end (never as 1 - the mass inside).
+pub(crate) fn masses_after(p: &[f64], q: &[f64], order: &[usize]) -> (Vec<f64>, Vec<f64>) {
+    let v = order.len();
+    let mut p_out = vec![0.0; v + 1];
+    let mut q_out = vec![0.0; v + 1];
+    for k in (0..v).rev() {
+        p_out[k] = p_out[k + 1] + p[order[k]];
+        q_out[k] = q_out[k + 1] + q[order[k]];
+    }
+    (p_out, q_out)
+}
+
+/// `(Σ x inside H, Σ x outside H)` for H given by its indicator, each summed
+/// directly.
+pub(crate) fn split_mass(x: &[f64], in_set: &[bool]) -> (f64, f64) {
+    x.iter()
+        .zip(in_set)
+        .fold((0.0, 0.0), |(inside, outside), (&v, &i)| {
+            if i {
+                (inside + v, outside)
+            } else {
+                (inside, outside + v)
+            }
+        })
+}

@@ -5,7 +5,7 @@ use mdsd_core::{CoreError, DraftLaw, DraftScheme};
 
 use crate::iid::iid_objective;
 use crate::objective;
-use crate::order::ascending_ratio_order;
+use crate::order::{ascending_ratio_order, masses_after, split_mass};
 
 /// Largest number of ordered draft tuples summed exactly; above it the
 /// exponential-clock quadrature is used.
@@ -150,12 +150,7 @@ pub(crate) fn wor_masses(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
         Ok(law) => exact_masses(&law, in_set),
         Err(_) => {
             let q = drafts.drafts()[0].probs();
-            let q_out: f64 = q
-                .iter()
-                .zip(in_set)
-                .filter(|(_, i)| !**i)
-                .map(|(x, _)| x)
-                .sum();
+            let (_, q_out) = split_mass(q, in_set);
             let mut clocks = ExponentialClocks::new(drafts.n(), q_out);
             q.iter()
                 .zip(in_set)
@@ -177,12 +172,7 @@ pub(crate) fn wor_by_prefix(
     let n = drafts.n();
     let order = ascending_ratio_order(p, q);
     let v = order.len();
-    let mut p_out = vec![0.0; v + 1];
-    let mut q_out = vec![0.0; v + 1];
-    for k in (0..v).rev() {
-        p_out[k] = p_out[k + 1] + p[order[k]];
-        q_out[k] = q_out[k + 1] + q[order[k]];
-    }
+    let (p_out, q_out) = masses_after(p, q, &order);
     let (mut best, mut best_len) = (0.0, 0);
     match drafts.tuple_law(WOR_EXACT_TUPLE_LIMIT) {
         Ok(law) => {

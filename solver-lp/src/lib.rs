@@ -36,7 +36,7 @@ mod program;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use mdsd_core::{CoreError, DraftLaw, Plan, Problem, token_set};
+use mdsd_core::{CoreError, DraftLaw, DraftScheme, Plan, Problem, token_set};
 use thiserror::Error;
 
 use certificate::certificate_from_flow;
@@ -189,14 +189,14 @@ impl LpSolver {
         }
     }
 
-    /// Enumerates the draft tuples, refusing more than the variable budget
-    /// (each tuple carries at least one variable).
-    fn tuples(&self, problem: &Problem) -> Result<DraftLaw, LpError> {
+    /// The draft scheme, if its tuples fit the variable budget (each tuple
+    /// carries at least one variable).
+    fn within_budget<'a>(&self, problem: &'a Problem) -> Result<&'a DraftScheme, LpError> {
         let count = problem.drafts().tuple_count();
         if count > self.max_variables as u128 {
             return Err(self.too_large(count));
         }
-        Ok(problem.drafts().tuple_law(self.max_variables)?)
+        Ok(problem.drafts())
     }
 
     fn run(&self, lp: &LinearProgram) -> Result<Vec<f64>, LpError> {
@@ -212,25 +212,42 @@ impl LpSolver {
         })
     }
 
-    fn status(&self, lp: &LinearProgram, plan: &Plan, problem: &Problem) -> LpStatus {
-        LpStatus {
+    /// The solution, with the status measured on the returned plan.
+    fn solution(
+        &self,
+        problem: &Problem,
+        lp: &LinearProgram,
+        alpha: f64,
+        plan: Plan,
+        certificate: Option<Vec<usize>>,
+    ) -> LpSolution {
+        let status = LpStatus {
             backend: self.backend,
             formulation: self.formulation,
             variables: lp.variables,
             constraints: lp.rows.len(),
             max_marginal_error: plan.max_marginal_error(problem.target()),
+        };
+        LpSolution {
+            alpha,
+            plan,
+            certificate,
+            status,
         }
     }
 
     fn solve_full(&self, problem: &Problem) -> Result<LpSolution, LpError> {
         let p = problem.target().probs();
         let support: Vec<usize> = (0..p.len()).filter(|&y| p[y] > 0.0).collect();
-        let tuple_count = problem.drafts().tuple_count();
-        let variables = tuple_count.saturating_mul(support.len() as u128);
+        // One variable per (tuple, token with p > 0).
+        let variables = problem
+            .drafts()
+            .tuple_count()
+            .saturating_mul(support.len() as u128);
         if variables > self.max_variables as u128 {
             return Err(self.too_large(variables));
         }
-        let tuples = self.tuples(problem)?;
+        let tuples = problem.drafts().tuple_law(self.max_variables)?;
         let s = support.len();
         let var = |i: usize, j: usize| i * s + j;
         let mut lp = LinearProgram {
@@ -288,20 +305,14 @@ impl LpSolver {
             flow.push(edges.into_iter().collect());
         }
         let certificate = certificate_from_flow(&sets, p, &flow, alpha);
-        let status = self.status(&lp, &plan, problem);
-        Ok(LpSolution {
-            alpha,
-            plan,
-            certificate,
-            status,
-        })
+        Ok(self.solution(problem, &lp, alpha, plan, certificate))
     }
 
     fn solve_relaxed(&self, problem: &Problem) -> Result<LpSolution, LpError> {
         let p = problem.target().probs();
         let v = p.len();
-        self.tuples(problem)?;
-        let sets = problem.drafts().set_law(self.max_variables)?;
+        // Each tuple is enumerated on the way to its set: the budget bounds them.
+        let sets = self.within_budget(problem)?.set_law(self.max_variables)?;
         // One variable per (set, token in the set with p > 0).
         let pairs: Vec<(usize, usize)> = sets
             .outcomes
@@ -339,12 +350,6 @@ impl LpSolver {
         }
         let (plan, flow) = complete_plan(sets, p, accepted);
         let certificate = certificate_from_flow(plan.law(), p, &flow, alpha);
-        let status = self.status(&lp, &plan, problem);
-        Ok(LpSolution {
-            alpha,
-            plan,
-            certificate,
-            status,
-        })
+        Ok(self.solution(problem, &lp, alpha, plan, certificate))
     }
 }
