@@ -107,9 +107,10 @@ enum Boundary {
 }
 
 /// Bucket selection. Pass 1 sums p and q per bucket; the objective at every
-/// bucket end is then exact. Inside a bucket whose ratios are at least a, p(prefix) >= P0 + a x for x = q added, so the objective is at
-/// least P0 + a x - (S0 + x)^n, concave in x: its minimum over the bucket is
-/// at an end. Only buckets whose bound beats the best bucket end are sorted
+/// bucket end is then exact. Inside a bucket whose ratios are at least a,
+/// p(prefix) >= P0 + a x for x = q added, so the objective is at least
+/// P0 + a x - (S0 + x)^n, concave in x: its minimum over the bucket is at
+/// an end. Only buckets whose bound beats the best bucket end are sorted
 /// (usually one or two), which makes the whole expected O(V).
 pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>) {
     // The keys in one vectorisable pass, then the sums. Two interleaved
