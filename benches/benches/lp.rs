@@ -2,30 +2,15 @@
 //! closed-form bound on the same instances as the baseline.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use mdsd_benches::iid_instance;
 use mdsd_bounds::optimal_acceptance;
-use mdsd_core::{Distribution, DraftScheme, Problem};
 use mdsd_lp::{Formulation, LpSolver};
-
-/// A fixed, generic instance: p and q with distinct, uneven entries.
-fn instance(v: usize, n: usize) -> Problem {
-    let normalise = |w: Vec<f64>| {
-        let total: f64 = w.iter().sum();
-        Distribution::from_probs(w.into_iter().map(|x| x / total).collect::<Vec<_>>()).unwrap()
-    };
-    let p = normalise((0..v).map(|i| 1.0 + ((i * 7 + 3) % v) as f64).collect());
-    let q = normalise(
-        (0..v)
-            .map(|i| 1.0 + ((i * 5 + 1) % v) as f64 * 1.3)
-            .collect(),
-    );
-    Problem::new(p, DraftScheme::iid(q, n).unwrap()).unwrap()
-}
 
 fn lp(c: &mut Criterion) {
     let mut group = c.benchmark_group("lp_iid");
     group.sample_size(10);
     for (v, n) in [(4, 2), (6, 3), (8, 3), (8, 4)] {
-        let problem = instance(v, n);
+        let problem = iid_instance(v, n);
         let id = format!("V{v}_n{n}");
         group.bench_with_input(BenchmarkId::new("bound", &id), &problem, |b, problem| {
             b.iter(|| optimal_acceptance(problem).unwrap().alpha)

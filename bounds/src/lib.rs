@@ -41,6 +41,7 @@ use thiserror::Error;
 
 pub use iid::{IidAlgorithm, SELECTION_MIN_VOCAB};
 pub use independent::INDEPENDENT_SUBSET_LIMIT;
+pub use order::ascending_ratio_order;
 pub use wor::WOR_EXACT_TUPLE_LIMIT;
 
 /// The optimal acceptance and the set H* that certifies it:

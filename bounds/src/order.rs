@@ -6,7 +6,7 @@ pub(crate) fn ratio(p: f64, q: f64) -> f64 {
 }
 
 /// Token ids by ascending p/q, ties by ascending id: one strict total order.
-pub(crate) fn ascending_ratio_order(p: &[f64], q: &[f64]) -> Vec<usize> {
+pub fn ascending_ratio_order(p: &[f64], q: &[f64]) -> Vec<usize> {
     let ratios: Vec<f64> = p.iter().zip(q).map(|(&a, &b)| ratio(a, b)).collect();
     let mut order: Vec<usize> = (0..p.len()).collect();
     order.sort_unstable_by(|&a, &b| ratios[a].total_cmp(&ratios[b]).then(a.cmp(&b)));

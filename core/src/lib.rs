@@ -21,11 +21,13 @@
 //! # Ok::<(), mdsd_core::CoreError>(())
 //! ```
 
+mod coupling;
 mod distribution;
 mod error;
 mod problem;
 mod scheme;
 
+pub use coupling::{Accepted, complete_plan, min_cut_certificate};
 pub use distribution::{Distribution, SUM_TOLERANCE, Transform};
 pub use error::CoreError;
 pub use problem::{Plan, Problem};

@@ -257,36 +257,81 @@ impl DraftScheme {
         Ok(())
     }
 
+    /// An upper bound on the number of draft sets of positive probability,
+    /// without enumerating them: exact for iid and without replacement.
+    pub fn set_count_bound(&self) -> u128 {
+        let union = (0..self.vocab_size())
+            .filter(|&t| self.drafts.iter().any(|q| q.prob(t) > 0.0))
+            .count() as u128;
+        let sets_up_to = |max_size: usize| {
+            (1..=max_size as u128).fold(0u128, |acc, k| acc.saturating_add(binomial(union, k)))
+        };
+        match self.kind {
+            SchemeKind::Iid | SchemeKind::Independent => self.tuple_count().min(sets_up_to(self.n)),
+            SchemeKind::WithoutReplacement => binomial(union, self.n as u128),
+            SchemeKind::Greedy => self.tuple_count(),
+        }
+    }
+
     /// The exact law over ordered draft tuples, refusing more than `limit`
     /// tuples with [`CoreError::TooLarge`].
     pub fn tuple_law(&self, limit: usize) -> Result<DraftLaw, CoreError> {
-        self.check_enumeration_size(limit)?;
         let mut law = DraftLaw {
             outcomes: Vec::new(),
             probs: Vec::new(),
         };
+        self.for_each_tuple(limit, &mut |tuple, prob| {
+            law.outcomes.push(tuple.to_vec());
+            law.probs.push(prob);
+        })?;
+        Ok(law)
+    }
+
+    /// The exact law of the draft *set* (tuples collapsed to their sorted,
+    /// de-duplicated token sets), outcomes in lexicographic order. `limit`
+    /// caps the ordered tuples visited on the way; only sets are stored.
+    pub fn set_law(&self, limit: usize) -> Result<DraftLaw, CoreError> {
+        let mut sets: BTreeMap<Vec<usize>, f64> = BTreeMap::new();
+        self.for_each_tuple(limit, &mut |tuple, prob| {
+            *sets.entry(token_set(tuple)).or_insert(0.0) += prob;
+        })?;
+        let (outcomes, probs) = sets.into_iter().unzip();
+        Ok(DraftLaw { outcomes, probs })
+    }
+
+    /// Calls `visit` on every ordered tuple of positive probability.
+    fn for_each_tuple(
+        &self,
+        limit: usize,
+        visit: &mut dyn FnMut(&[usize], f64),
+    ) -> Result<(), CoreError> {
+        self.check_enumeration_size(limit)?;
         if self.kind == SchemeKind::Greedy {
+            let mut tuple = self.greedy_top.clone();
+            tuple.push(0);
             for (token, &prob) in self.greedy_rest().iter().enumerate() {
                 if prob > 0.0 {
-                    let mut tuple = self.greedy_top.clone();
-                    tuple.push(token);
-                    law.outcomes.push(tuple);
-                    law.probs.push(prob);
+                    tuple[self.n - 1] = token;
+                    visit(&tuple, prob);
                 }
             }
-            return Ok(law);
+            return Ok(());
         }
         let mut prefix = Vec::with_capacity(self.n);
-        self.extend_tuples(&mut prefix, 1.0, &mut law);
-        Ok(law)
+        self.extend_tuples(&mut prefix, 1.0, visit);
+        Ok(())
     }
 
     /// Depth-first enumeration of the tuples extending `prefix`, whose
     /// probability so far is `prob`.
-    fn extend_tuples(&self, prefix: &mut Vec<usize>, prob: f64, law: &mut DraftLaw) {
+    fn extend_tuples(
+        &self,
+        prefix: &mut Vec<usize>,
+        prob: f64,
+        visit: &mut dyn FnMut(&[usize], f64),
+    ) {
         if prefix.len() == self.n {
-            law.outcomes.push(prefix.clone());
-            law.probs.push(prob);
+            visit(prefix, prob);
             return;
         }
         let q = self.draft_for(prefix.len()).probs();
@@ -308,21 +353,9 @@ impl DraftScheme {
                 continue;
             }
             prefix.push(token);
-            self.extend_tuples(prefix, prob * qt / remaining, law);
+            self.extend_tuples(prefix, prob * qt / remaining, visit);
             prefix.pop();
         }
-    }
-
-    /// The exact law of the draft *set* (tuples collapsed to their sorted,
-    /// de-duplicated token sets), outcomes in lexicographic order.
-    pub fn set_law(&self, limit: usize) -> Result<DraftLaw, CoreError> {
-        let tuples = self.tuple_law(limit)?;
-        let mut sets: BTreeMap<Vec<usize>, f64> = BTreeMap::new();
-        for (tuple, prob) in tuples.iter() {
-            *sets.entry(token_set(tuple)).or_insert(0.0) += prob;
-        }
-        let (outcomes, probs) = sets.into_iter().unzip();
-        Ok(DraftLaw { outcomes, probs })
     }
 
     /// Draws one ordered draft tuple.
@@ -348,6 +381,14 @@ impl DraftScheme {
             }
         }
     }
+}
+
+/// C(n, k), saturating.
+fn binomial(n: u128, k: u128) -> u128 {
+    if k > n {
+        return 0;
+    }
+    (0..k.min(n - k)).fold(1u128, |acc, i| acc.saturating_mul(n - i) / (i + 1))
 }
 
 /// The sorted, de-duplicated set of tokens in a draft tuple.

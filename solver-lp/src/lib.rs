@@ -29,18 +29,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod certificate;
-mod completion;
 mod program;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use mdsd_core::{CoreError, DraftLaw, DraftScheme, Plan, Problem, token_set};
+use mdsd_core::{
+    Accepted, CoreError, DraftLaw, DraftScheme, Plan, Problem, complete_plan, min_cut_certificate,
+    token_set,
+};
 use thiserror::Error;
 
-use certificate::certificate_from_flow;
-use completion::{Accepted, complete_plan};
 use program::{LinearProgram, RowKind};
 
 /// Default cap on the number of LP variables.
@@ -304,7 +303,7 @@ impl LpSolver {
             sets.probs.push(prob);
             flow.push(edges.into_iter().collect());
         }
-        let certificate = certificate_from_flow(&sets, p, &flow, alpha);
+        let certificate = min_cut_certificate(&sets, p, &flow, alpha);
         Ok(self.solution(problem, &lp, alpha, plan, certificate))
     }
 
@@ -349,7 +348,7 @@ impl LpSolver {
             accepted[s].push((y, x[k]));
         }
         let (plan, flow) = complete_plan(sets, p, accepted);
-        let certificate = certificate_from_flow(plan.law(), p, &flow, alpha);
+        let certificate = min_cut_certificate(plan.law(), p, &flow, alpha);
         Ok(self.solution(problem, &lp, alpha, plan, certificate))
     }
 }

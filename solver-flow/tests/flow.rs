@@ -1,0 +1,288 @@
+//! Max flow against the LP and the closed-form bound, the plan's marginals,
+//! the min-cut certificate, the decomposition, and the verifier object.
+
+use mdsd_bounds::{acceptance_upper_bound, optimal_acceptance};
+use mdsd_core::{Distribution, DraftScheme, Problem, SchemeKind};
+use mdsd_flow::{FlowError, FlowSolver, outer_absorption_closed_form};
+use mdsd_lp::{Formulation, LpSolver};
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+const TOL: f64 = 1e-9;
+
+fn normalised(w: &[f64]) -> Distribution {
+    let total: f64 = w.iter().sum();
+    Distribution::from_probs(w.iter().map(|x| x / total).collect::<Vec<_>>()).unwrap()
+}
+
+/// V in 2..=6, n in 1..=3, weights flat or peaked (cubed), some zeros.
+fn problems(kind: SchemeKind) -> impl Strategy<Value = Problem> {
+    (
+        2usize..=6,
+        1usize..=3,
+        prop::collection::vec(0.0f64..1.0, 24),
+        prop::collection::vec(prop::bool::weighted(0.2), 24),
+        prop::bool::ANY,
+    )
+        .prop_map(move |(v, n, w, zero, peaked)| {
+            let shape = |x: f64| if peaked { x.powi(6) + 1e-9 } else { x + 1e-3 };
+            let draw = |i: usize, keep: usize| {
+                let row: Vec<f64> = (0..v)
+                    .map(|j| {
+                        if zero[i * 6 + j] && j >= keep {
+                            0.0
+                        } else {
+                            shape(w[i * 6 + j])
+                        }
+                    })
+                    .collect();
+                normalised(&row)
+            };
+            let distinct = matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Greedy);
+            let n = if distinct { n.min(v) } else { n };
+            let p = draw(0, 1);
+            let qs: Vec<Distribution> = if kind == SchemeKind::Independent {
+                (0..n).map(|i| draw(1 + i, 1)).collect()
+            } else {
+                vec![draw(1, if distinct { n } else { 1 })]
+            };
+            Problem::new(p, DraftScheme::new(kind, qs, n).unwrap()).unwrap()
+        })
+}
+
+fn check(problem: &Problem) -> Result<(), TestCaseError> {
+    let bound = optimal_acceptance(problem).unwrap();
+    let lp = LpSolver::default()
+        .with_formulation(Formulation::Relaxed)
+        .solve(problem)
+        .unwrap();
+    let flow = FlowSolver::default().solve(problem).unwrap();
+    prop_assert!(
+        (flow.alpha - lp.alpha).abs() <= TOL,
+        "flow {} lp {}",
+        flow.alpha,
+        lp.alpha
+    );
+    prop_assert!(
+        (flow.alpha - bound.alpha).abs() <= TOL,
+        "flow {} bound {}",
+        flow.alpha,
+        bound.alpha
+    );
+
+    // Marginals in L1: each row sums to 1, so Σ_S Q(S) |Σ_y pi - 1|, and the
+    // output law against p.
+    let plan = &flow.plan;
+    let rows: f64 = plan
+        .law()
+        .probs
+        .iter()
+        .enumerate()
+        .map(|(i, q)| q * (plan.conditional(i).iter().sum::<f64>() - 1.0).abs())
+        .sum();
+    let columns: f64 = plan
+        .output_marginal()
+        .iter()
+        .zip(problem.target().probs())
+        .map(|(a, b)| (a - b).abs())
+        .sum();
+    prop_assert!(
+        rows <= TOL && columns <= TOL,
+        "L1 marginal errors {rows} {columns}"
+    );
+    prop_assert!((plan.acceptance() - flow.alpha).abs() <= TOL);
+
+    let cut = acceptance_upper_bound(problem, &flow.certificate).unwrap();
+    prop_assert!(
+        (cut - bound.alpha).abs() <= TOL,
+        "min cut gives {cut}, bound {}",
+        bound.alpha
+    );
+
+    let decomposed = FlowSolver::default()
+        .with_decomposition(true)
+        .solve(problem)
+        .unwrap();
+    prop_assert!(
+        (decomposed.alpha - flow.alpha).abs() <= TOL,
+        "decomposed {} whole {}",
+        decomposed.alpha,
+        flow.alpha
+    );
+    prop_assert!(decomposed.plan.max_marginal_error(problem.target()) <= TOL);
+    prop_assert!((decomposed.plan.acceptance() - flow.alpha).abs() <= TOL);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn iid(problem in problems(SchemeKind::Iid)) { check(&problem)?; }
+
+    #[test]
+    fn without_replacement(problem in problems(SchemeKind::WithoutReplacement)) { check(&problem)?; }
+
+    #[test]
+    fn greedy(problem in problems(SchemeKind::Greedy)) { check(&problem)?; }
+
+    #[test]
+    fn independent(problem in problems(SchemeKind::Independent)) { check(&problem)?; }
+}
+
+/// Independent drafts beyond the subset search (V = 24): flow is the exact
+/// method; its cut certifies it and the LP agrees.
+#[test]
+fn independent_drafts_beyond_the_subset_search() {
+    let p = normalised(
+        &(0..24)
+            .map(|i| 1.0 + (i * 7 % 24) as f64)
+            .collect::<Vec<_>>(),
+    );
+    let q1 = normalised(
+        &(0..24)
+            .map(|i| 1.0 + (i * 5 % 24) as f64)
+            .collect::<Vec<_>>(),
+    );
+    let q2 = normalised(
+        &(0..24)
+            .map(|i| 1.0 + (i * 11 % 24) as f64 * 0.5)
+            .collect::<Vec<_>>(),
+    );
+    let problem = Problem::new(p, DraftScheme::independent(vec![q1, q2]).unwrap()).unwrap();
+    assert!(
+        optimal_acceptance(&problem).is_err(),
+        "the subset search refuses V = 24"
+    );
+    let flow = FlowSolver::default().solve(&problem).unwrap();
+    let lp = LpSolver::default()
+        .with_formulation(Formulation::Relaxed)
+        .solve(&problem)
+        .unwrap();
+    assert!((flow.alpha - lp.alpha).abs() <= TOL);
+    assert!(
+        (acceptance_upper_bound(&problem, &flow.certificate).unwrap() - flow.alpha).abs() <= TOL
+    );
+    let decomposed = FlowSolver::default()
+        .with_decomposition(true)
+        .solve(&problem)
+        .unwrap();
+    assert!((decomposed.alpha - flow.alpha).abs() <= TOL);
+}
+
+#[test]
+fn outer_absorption_matches_closed_form() {
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for _ in 0..200 {
+        let v = rand::Rng::random_range(&mut rng, 3..8);
+        let n = rand::Rng::random_range(&mut rng, 1..4);
+        let draw = |rng: &mut ChaCha8Rng| {
+            normalised(
+                &(0..v)
+                    .map(|_| rand::Rng::random::<f64>(rng).powi(3) + 1e-4)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let p = draw(&mut rng);
+        let q = draw(&mut rng);
+        let problem = Problem::new(p, DraftScheme::iid(q, n).unwrap()).unwrap();
+        let solution = FlowSolver::default()
+            .with_decomposition(true)
+            .solve(&problem)
+            .unwrap();
+        let in_h = problem.indicator(&solution.certificate).unwrap();
+        // Flow into each token from the sets not inside H*.
+        let mut absorbed = vec![0.0; v];
+        for (i, (set, prob)) in solution.plan.law().iter().enumerate() {
+            if set.iter().all(|&y| in_h[y]) {
+                continue;
+            }
+            for &y in set {
+                absorbed[y] += prob * solution.plan.conditional(i)[y];
+            }
+        }
+        let closed = outer_absorption_closed_form(&problem);
+        for y in 0..v {
+            if !in_h[y] {
+                assert!(
+                    (absorbed[y] - closed[y]).abs() <= 1e-9,
+                    "token {y}: flow {} closed form {}",
+                    absorbed[y],
+                    closed[y]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn verifier_follows_the_plan() {
+    let p = normalised(&[0.4, 0.3, 0.2, 0.1]);
+    let q = normalised(&[0.1, 0.2, 0.3, 0.4]);
+    let problem = Problem::new(p.clone(), DraftScheme::without_replacement(q, 2).unwrap()).unwrap();
+    let solution = FlowSolver::default().solve(&problem).unwrap();
+    let verifier = solution.verifier();
+    let law = problem.drafts().tuple_law(1000).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let draws = 200_000;
+    // Sampling drafts and then the verifier reproduces p, and accepts alpha*.
+    let mut counts = vec![0usize; 4];
+    let mut accepted = 0usize;
+    let mut exact = vec![0.0; 4];
+    for (tuple, prob) in law.iter() {
+        for (e, c) in exact.iter_mut().zip(verifier.conditional(tuple).unwrap()) {
+            *e += prob * c;
+        }
+    }
+    for _ in 0..draws {
+        let drafts = problem.drafts().sample(&mut rng);
+        let y = verifier.sample(&drafts, &mut rng).unwrap();
+        counts[y] += 1;
+        accepted += usize::from(drafts.contains(&y));
+    }
+    for y in 0..4 {
+        assert!((exact[y] - p.prob(y)).abs() <= 1e-12, "exact law is p");
+        let freq = counts[y] as f64 / draws as f64;
+        let se = (p.prob(y) * (1.0 - p.prob(y)) / draws as f64).sqrt();
+        assert!(
+            (freq - p.prob(y)).abs() <= 5.0 * se,
+            "token {y}: {freq} vs {}",
+            p.prob(y)
+        );
+    }
+    let rate = accepted as f64 / draws as f64;
+    let se = (solution.alpha * (1.0 - solution.alpha) / draws as f64)
+        .sqrt()
+        .max(1e-4);
+    assert!(
+        (rate - solution.alpha).abs() <= 5.0 * se,
+        "acceptance {rate} vs {}",
+        solution.alpha
+    );
+    assert!(matches!(
+        verifier.conditional(&[0, 0]),
+        Err(FlowError::ImpossibleDrafts(_))
+    ));
+}
+
+#[test]
+fn set_budget_is_enforced() {
+    let q = normalised(&[1.0; 40]);
+    let problem = Problem::new(q.clone(), DraftScheme::iid(q, 3).unwrap()).unwrap();
+    let err = FlowSolver::default()
+        .with_max_sets(1000)
+        .solve(&problem)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            FlowError::TooLarge {
+                sets: 10700,
+                limit: 1000
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("10700"));
+}
