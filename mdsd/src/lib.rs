@@ -8,6 +8,7 @@
 //! * [`core`] (mdsd-core): distributions, draft schemes, exact draft laws.
 //! * [`bounds`] (mdsd-bounds): closed-form optimal acceptance with certificate.
 //! * [`lp`] (mdsd-lp): the exact optimal-transport LP for small vocabularies.
+//! * [`flow`] (mdsd-flow): max flow / min cut, the optimal plan and verifier.
 //!
 //! ```
 //! use mdsd::{Distribution, DraftScheme, Problem, optimal_acceptance};
@@ -22,6 +23,7 @@
 
 pub use mdsd_bounds as bounds;
 pub use mdsd_core as core;
+pub use mdsd_flow as flow;
 pub use mdsd_lp as lp;
 
 pub use mdsd_bounds::{
@@ -29,4 +31,5 @@ pub use mdsd_bounds::{
     optimal_acceptance_batch,
 };
 pub use mdsd_core::{CoreError, Distribution, DraftScheme, Plan, Problem, SchemeKind, Transform};
+pub use mdsd_flow::{FlowError, FlowSolution, FlowSolver, FlowVerifier};
 pub use mdsd_lp::{Formulation, LpError, LpSolution, LpSolver};

@@ -434,3 +434,84 @@ fn bad_input_gives_one_line_and_nonzero_exit() {
         );
     }
 }
+
+#[test]
+fn solve_flow_matches_bound_and_writes_its_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan_path = dir.path().join("plan.json");
+    for (scheme, qs) in [
+        ("iid", vec!["0.1,0.2,0.3,0.4"]),
+        ("wor", vec!["0.1,0.2,0.3,0.4"]),
+        ("greedy", vec!["0.1,0.2,0.3,0.4"]),
+        ("independent", vec!["0.1,0.2,0.3,0.4", "0.7,0.1,0.1,0.1"]),
+    ] {
+        let mut common = vec![
+            "-p",
+            "0.4,0.3,0.2,0.1",
+            "-n",
+            "2",
+            "--scheme",
+            scheme,
+            "--json",
+        ];
+        for q in &qs {
+            common.extend(["-q", q]);
+        }
+        let bound = json(&[&["bound"], &common[..]].concat());
+        for extra in [&[][..], &["--decomposed"][..]] {
+            let args = [
+                &[
+                    "solve",
+                    "--method",
+                    "flow",
+                    "--plan",
+                    plan_path.to_str().unwrap(),
+                ],
+                extra,
+                &common[..],
+            ]
+            .concat();
+            let flow = json(&args);
+            let (a, b) = (
+                bound["alpha"].as_f64().unwrap(),
+                flow["alpha"].as_f64().unwrap(),
+            );
+            assert!((a - b).abs() < 1e-9, "{scheme}: bound {a} flow {b}");
+            assert_eq!(flow["method"], "flow");
+            let plan: Value =
+                serde_json::from_str(&std::fs::read_to_string(&plan_path).unwrap()).unwrap();
+            assert_eq!(plan["drafts_as"], "sets");
+            // The plan's output law is p.
+            let mut marginal = [0.0; 4];
+            for outcome in plan["outcomes"].as_array().unwrap() {
+                let prob = outcome["prob"].as_f64().unwrap();
+                for (m, pi) in marginal.iter_mut().zip(outcome["pi"].as_array().unwrap()) {
+                    *m += prob * pi.as_f64().unwrap();
+                }
+            }
+            for (m, p) in marginal.iter().zip([0.4, 0.3, 0.2, 0.1]) {
+                assert!((m - p).abs() < 1e-9, "{scheme}: marginal {marginal:?}");
+            }
+        }
+    }
+    let out = mdsd(&[
+        "solve",
+        "--method",
+        "flow",
+        "--max-sets",
+        "10",
+        "-p",
+        &vec!["0.05"; 20].join(","),
+        "-q",
+        &vec!["0.05"; 20].join(","),
+        "-n",
+        "3",
+    ]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        !out.status.success()
+            && stderr.lines().count() == 1
+            && stderr.contains("above the budget of 10"),
+        "{stderr}"
+    );
+}

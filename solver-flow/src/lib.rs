@@ -148,8 +148,8 @@ impl FlowSolver {
 }
 
 /// Tokens of a set that can take flow: p(y) > 0 and allowed by `keep`.
-fn arcs<'a>(
-    sets: &'a DraftLaw,
+fn arcs(
+    sets: &DraftLaw,
     p: &[f64],
     keep: impl Fn(&[usize]) -> bool,
     token_ok: impl Fn(usize) -> bool,

@@ -227,9 +227,9 @@ fn verifier_follows_the_plan() {
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     let draws = 200_000;
     // Sampling drafts and then the verifier reproduces p, and accepts alpha*.
-    let mut counts = vec![0usize; 4];
+    let mut counts = [0usize; 4];
     let mut accepted = 0usize;
-    let mut exact = vec![0.0; 4];
+    let mut exact = [0.0; 4];
     for (tuple, prob) in law.iter() {
         for (e, c) in exact.iter_mut().zip(verifier.conditional(tuple).unwrap()) {
             *e += prob * c;

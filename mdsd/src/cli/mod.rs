@@ -4,9 +4,11 @@ mod input;
 mod output;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
 use mdsd::{
-    BoundError, CoreError, Distribution, DraftScheme, Formulation, LpError, LpSolver, Problem,
-    SchemeKind, Transform, optimal_acceptance_batch,
+    BoundError, CoreError, Distribution, DraftScheme, FlowError, FlowSolver, Formulation, LpError,
+    LpSolver, Plan, Problem, SchemeKind, Transform, optimal_acceptance_batch,
 };
 use thiserror::Error;
 
@@ -39,16 +41,27 @@ enum Command {
         /// Which LP to build (method lp).
         #[arg(long, value_enum, default_value_t = FormulationArg::Full)]
         formulation: FormulationArg,
-        /// Refuse LPs with more variables than this.
+        /// Refuse LPs with more variables than this (method lp).
         #[arg(long, default_value_t = mdsd::lp::DEFAULT_MAX_VARIABLES)]
         max_variables: usize,
+        /// Solve the inner and outer networks of H* separately (method flow).
+        #[arg(long)]
+        decomposed: bool,
+        /// Refuse flow networks with more draft sets than this (method flow).
+        #[arg(long, default_value_t = mdsd::flow::DEFAULT_MAX_SETS)]
+        max_sets: usize,
+        /// Write the optimal plan pi(y | drafts) to FILE as JSON.
+        #[arg(long, value_name = "FILE")]
+        plan: Option<PathBuf>,
     },
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Method {
     /// The optimal-transport linear program (small vocabularies).
     Lp,
+    /// Max flow over draft sets (polynomial in V for fixed n).
+    Flow,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -60,7 +73,7 @@ enum FormulationArg {
 }
 
 #[derive(Debug, Args)]
-struct ProblemArgs {
+pub struct ProblemArgs {
     /// Target distribution: `0.5,0.3,0.2`, a .npy file (1-D, or 2-D with one
     /// problem per row) or a .json file (array, or array of arrays).
     #[arg(
@@ -82,10 +95,10 @@ struct ProblemArgs {
     drafts: Vec<String>,
     /// Number of drafts.
     #[arg(short = 'n', long = "num-drafts")]
-    n: usize,
+    pub n: usize,
     /// Draft scheme: iid, wor (without replacement), independent, greedy.
     #[arg(long, default_value = "iid")]
-    scheme: SchemeKind,
+    pub scheme: SchemeKind,
     /// Inputs are logits, not probabilities.
     #[arg(long)]
     logits: bool,
@@ -116,6 +129,10 @@ pub enum CliError {
     Bound { row: usize, source: BoundError },
     #[error("row {row}: {source}")]
     Lp { row: usize, source: LpError },
+    #[error("row {row}: {source}")]
+    Flow { row: usize, source: FlowError },
+    #[error("cannot write the plan to {path}: {message}")]
+    Output { path: String, message: String },
 }
 
 /// Parses the command line and runs it.
@@ -136,28 +153,56 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Solve {
             problem: args,
-            method: Method::Lp,
+            method,
             formulation,
             max_variables,
+            decomposed,
+            max_sets,
+            plan,
         } => {
             let problems = build_problems(&args)?;
-            let solver = LpSolver::default()
+            let lp = LpSolver::default()
                 .with_formulation(match formulation {
                     FormulationArg::Full => Formulation::Full,
                     FormulationArg::Relaxed => Formulation::Relaxed,
                 })
                 .with_max_variables(max_variables);
-            let rows = problems
+            let flow = FlowSolver::default()
+                .with_max_sets(max_sets)
+                .with_decomposition(decomposed);
+            let solved = problems
                 .iter()
                 .enumerate()
-                .map(|(row, problem)| {
-                    solver
+                .map(|(row, problem)| match method {
+                    Method::Lp => lp
                         .solve(problem)
-                        .map(Solved::from)
-                        .map_err(|source| CliError::Lp { row, source })
+                        .map(|s| (Solved::from(&s), s.plan))
+                        .map_err(|source| CliError::Lp { row, source }),
+                    Method::Flow => flow
+                        .solve(problem)
+                        .map(|s| (Solved::from(&s), s.plan))
+                        .map_err(|source| CliError::Flow { row, source }),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            print(&args, "lp", rows)
+            let (rows, plans): (Vec<Solved>, Vec<Plan>) = solved.into_iter().unzip();
+            let name = match method {
+                Method::Lp => "lp",
+                Method::Flow => "flow",
+            };
+            if let Some(path) = plan {
+                // Only the full LP's plan is over ordered tuples.
+                let drafts_as = if method == Method::Lp && lp.formulation == Formulation::Full {
+                    "tuples"
+                } else {
+                    "sets"
+                };
+                let document = output::plans_json(&args, name, drafts_as, &rows, &plans);
+                std::fs::write(&path, document).map_err(|e| CliError::Output {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+            }
+            print(&args, name, rows)
         }
     }
 }

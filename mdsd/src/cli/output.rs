@@ -1,6 +1,9 @@
 //! The two output forms: one JSON document, or a readable table.
 
-use mdsd::{Bound, LpSolution};
+use mdsd::{Bound, FlowSolution, LpSolution, Plan};
+use serde_json::json;
+
+use super::ProblemArgs;
 use serde::Serialize;
 
 /// One solved problem. The certificate is `None` only when an exact
@@ -20,12 +23,58 @@ impl From<Bound> for Solved {
     }
 }
 
-impl From<LpSolution> for Solved {
-    fn from(solution: LpSolution) -> Self {
+impl From<&LpSolution> for Solved {
+    fn from(solution: &LpSolution) -> Self {
         Self {
             alpha: solution.alpha,
-            certificate: solution.certificate,
+            certificate: solution.certificate.clone(),
         }
+    }
+}
+
+impl From<&FlowSolution> for Solved {
+    fn from(solution: &FlowSolution) -> Self {
+        Self {
+            alpha: solution.alpha,
+            certificate: Some(solution.certificate.clone()),
+        }
+    }
+}
+
+/// The plans as one JSON document: per problem, its draft outcomes (ordered
+/// tuples or sets, as `drafts_as` says) with Q and the dense law pi(. | drafts);
+/// several problems as `{"rows": [...]}`.
+pub fn plans_json(
+    args: &ProblemArgs,
+    method: &str,
+    drafts_as: &str,
+    rows: &[Solved],
+    plans: &[Plan],
+) -> String {
+    let documents: Vec<serde_json::Value> = rows
+        .iter()
+        .zip(plans)
+        .map(|(row, plan)| {
+            let outcomes: Vec<serde_json::Value> = plan
+                .law()
+                .iter()
+                .enumerate()
+                .map(|(i, (drafts, prob))| json!({"drafts": drafts, "prob": prob, "pi": plan.conditional(i)}))
+                .collect();
+            json!({
+                "scheme": args.scheme.name(),
+                "n": args.n,
+                "method": method,
+                "alpha": row.alpha,
+                "vocab_size": plan.vocab_size(),
+                "drafts_as": drafts_as,
+                "outcomes": outcomes,
+            })
+        })
+        .collect();
+    match documents.as_slice() {
+        [one] => one.to_string(),
+        _ => json!({ "rows": documents }).to_string(),
     }
 }
 
@@ -64,7 +113,7 @@ impl Report<'_> {
             .collect();
         let document = match rows.as_slice() {
             [one] => serde_json::to_value(one),
-            _ => serde_json::to_value(serde_json::json!({ "rows": rows })),
+            _ => serde_json::to_value(json!({ "rows": rows })),
         };
         document.map(|d| d.to_string()).unwrap_or_default()
     }
