@@ -11,13 +11,18 @@
 //! * [`flow`] (mdsd-flow): max flow / min cut, the optimal plan and verifier.
 //!
 //! ```
-//! use mdsd::{Distribution, DraftScheme, Problem, optimal_acceptance};
+//! use mdsd::{Distribution, DraftScheme, FlowSolver, Problem, optimal_acceptance};
 //!
 //! let p = Distribution::from_probs(vec![0.4, 0.3, 0.2, 0.1])?;
 //! let q = Distribution::from_probs(vec![0.1, 0.2, 0.3, 0.4])?;
 //! let problem = Problem::new(p, DraftScheme::iid(q, 3)?)?;
 //! let bound = optimal_acceptance(&problem)?;
 //! assert!((bound.alpha - 0.871).abs() < 1e-12);
+//!
+//! // The optimal verifier: sample the output token for drafts (0, 3, 3).
+//! let verifier = FlowSolver::default().solve(&problem)?.verifier();
+//! let token = verifier.sample(&[0, 3, 3], &mut rand::rng())?;
+//! assert!(token < 4);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
