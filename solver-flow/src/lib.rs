@@ -75,6 +75,8 @@ pub enum FlowError {
     },
     #[error("drafts {0:?} have probability 0 under this draft scheme")]
     ImpossibleDrafts(Vec<usize>),
+    #[error("no minimum cut of the flow reproduces its value {alpha} to 1e-7")]
+    CutNotVerified { alpha: f64 },
 }
 
 /// An optimal solution.
@@ -128,7 +130,7 @@ impl FlowSolver {
         if self.decomposed {
             solve_decomposed(problem, sets)
         } else {
-            Ok(solve_whole(problem, sets))
+            solve_whole(problem, sets)
         }
     }
 
@@ -195,19 +197,21 @@ fn run(
 }
 
 /// One network over all sets; H* from its minimum cut.
-fn solve_whole(problem: &Problem, sets: DraftLaw) -> FlowSolution {
+fn solve_whole(problem: &Problem, sets: DraftLaw) -> Result<FlowSolution, FlowError> {
     let p = problem.target().probs();
     let (rows, tokens) = arcs(&sets, p, |_| true, |_| true);
     let mut accepted = vec![Vec::new(); sets.len()];
     let alpha = run(&sets, &rows, &tokens, p, &mut accepted);
     let (plan, flow) = complete_plan(sets, p, accepted);
-    // The flow is exact on the capacity grid, so a cut always verifies.
-    let certificate = min_cut_certificate(plan.law(), p, &flow, alpha).unwrap_or_default();
-    FlowSolution {
+    // The flow is exact on the capacity grid, so a cut verifies up to the
+    // grid's rounding; failing that is a bug to report, not to hide.
+    let certificate = min_cut_certificate(plan.law(), p, &flow, alpha)
+        .ok_or(FlowError::CutNotVerified { alpha })?;
+    Ok(FlowSolution {
         alpha,
         plan,
         certificate,
-    }
+    })
 }
 
 /// Complementary slackness at H* (DESIGN §4): every token of H* is saturated
@@ -217,7 +221,7 @@ fn solve_decomposed(problem: &Problem, sets: DraftLaw) -> Result<FlowSolution, F
     let certificate = match optimal_acceptance(problem) {
         Ok(bound) => bound.certificate,
         // No closed form at this size (independent drafts): take H* from a cut.
-        Err(BoundError::TooManyTokens { .. }) => solve_whole(problem, sets.clone()).certificate,
+        Err(BoundError::TooManyTokens { .. }) => solve_whole(problem, sets.clone())?.certificate,
         Err(e) => return Err(e.into()),
     };
     let in_h = problem.indicator(&certificate)?;
