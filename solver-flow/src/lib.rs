@@ -35,7 +35,7 @@
 mod network;
 mod verifier;
 
-use mdsd_bounds::{BoundError, ascending_ratio_order, optimal_acceptance, prob_all_drafts_in};
+use mdsd_bounds::{BoundError, ascending_ratio_order, optimal_acceptance};
 use mdsd_core::{
     Accepted, CoreError, DraftLaw, Plan, Problem, SchemeKind, complete_plan, min_cut_certificate,
 };
@@ -149,7 +149,8 @@ impl FlowSolver {
     }
 }
 
-/// Tokens of a set that can take flow: p(y) > 0 and allowed by `keep`.
+/// The sets chosen by `keep` (their indices), each with its tokens that can
+/// take flow: p(y) > 0 and `token_ok(y)`.
 fn arcs(
     sets: &DraftLaw,
     p: &[f64],
@@ -247,13 +248,17 @@ fn solve_decomposed(problem: &Problem, sets: DraftLaw) -> Result<FlowSolution, F
         SchemeKind::Iid | SchemeKind::WithoutReplacement
             if is_ratio_prefix(problem, &in_h, prefix_len) =>
         {
-            outer_absorption(problem, prefix_len)
+            outer_absorption(problem, &sets, prefix_len)
         }
         _ => masked(false),
     };
     let (rows, tokens) = arcs(&sets, p, |s| !inside(s), |y| !in_h[y]);
     let outer = run(&sets, &rows, &tokens, &outer_caps, &mut accepted);
-    let outer_expected = 1.0 - prob_all_drafts_in(problem.drafts(), &in_h);
+    let outer_expected: f64 = sets
+        .iter()
+        .filter(|(set, _)| !inside(set))
+        .map(|(_, prob)| prob)
+        .sum();
     for (half, found, expected) in [("inner", inner, p_h), ("outer", outer, outer_expected)] {
         if found < expected - DECOMPOSITION_TOLERANCE {
             return Err(FlowError::NotOptimal {
@@ -282,25 +287,33 @@ fn is_ratio_prefix(problem: &Problem, in_h: &[bool], len: usize) -> bool {
 }
 
 /// psi_r = p(P_r) - Q(all drafts in P_r) for the prefixes P_r of the
-/// ascending-p/q order, r = 0..=V, and that order.
-fn prefix_psi(problem: &Problem) -> (Vec<f64>, Vec<usize>) {
+/// ascending-p/q order, r = 0..=V, and that order. Q comes from the set law
+/// in one pass: each set counts for the prefixes holding its last token.
+fn prefix_psi(problem: &Problem, sets: &DraftLaw) -> (Vec<f64>, Vec<usize>) {
     let p = problem.target().probs();
     let order = ascending_ratio_order(p, problem.drafts().drafts()[0].probs());
-    let mut in_prefix = vec![false; order.len()];
-    let mut psi = vec![0.0; order.len() + 1];
-    let mut p_in = 0.0;
+    let mut rank = vec![0; order.len()];
     for (r, &token) in order.iter().enumerate() {
-        in_prefix[token] = true;
+        rank[token] = r;
+    }
+    let mut completed_at = vec![0.0; order.len()];
+    for (set, prob) in sets.iter() {
+        completed_at[set.iter().map(|&y| rank[y]).max().unwrap_or(0)] += prob;
+    }
+    let mut psi = vec![0.0; order.len() + 1];
+    let (mut p_in, mut all_in) = (0.0, 0.0);
+    for (r, &token) in order.iter().enumerate() {
         p_in += p[token];
-        psi[r + 1] = p_in - prob_all_drafts_in(problem.drafts(), &in_prefix);
+        all_in += completed_at[r];
+        psi[r + 1] = p_in - all_in;
     }
     (psi, order)
 }
 
 /// The closed-form outer amounts when H* is the prefix P_m.
-fn outer_absorption(problem: &Problem, m: usize) -> Vec<f64> {
+fn outer_absorption(problem: &Problem, sets: &DraftLaw, m: usize) -> Vec<f64> {
     let p = problem.target().probs();
-    let (psi, order) = prefix_psi(problem);
+    let (psi, order) = prefix_psi(problem, sets);
     let mut suffix_min = psi;
     for r in (0..order.len()).rev() {
         suffix_min[r] = suffix_min[r].min(suffix_min[r + 1]);
@@ -320,9 +333,12 @@ fn outer_absorption(problem: &Problem, m: usize) -> Vec<f64> {
 /// p(x_r) + M_(r-1) - M_r; tokens of P_m absorb nothing. Indexed by token.
 /// Optimal outer flows need not be unique; this is the one that leaves each
 /// prefix of outer tokens the least, and the decomposed [`FlowSolver`]
-/// realises it.
-pub fn outer_absorption_closed_form(problem: &Problem) -> Vec<f64> {
-    let (psi, _) = prefix_psi(problem);
+/// realises it. Enumerates the set law (default enumeration limit).
+pub fn outer_absorption_closed_form(problem: &Problem) -> Result<Vec<f64>, FlowError> {
+    let sets = problem
+        .drafts()
+        .set_law(mdsd_core::DEFAULT_ENUMERATION_LIMIT)?;
+    let (psi, _) = prefix_psi(problem, &sets);
     let m = (0..psi.len()).fold(0, |best, r| if psi[r] < psi[best] { r } else { best });
-    outer_absorption(problem, m)
+    Ok(outer_absorption(problem, &sets, m))
 }
