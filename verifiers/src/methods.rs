@@ -1,0 +1,391 @@
+//! The published token-level verifiers (DESIGN §6), each as an exact
+//! conditional law of the output given the drafts.
+
+use mdsd_core::{DraftScheme, Problem, SchemeKind};
+use mdsd_flow::{FlowSolver, FlowVerifier};
+
+use crate::residual::{accept_prob, overlap, residual};
+use crate::{OutputLaw, Verifier, VerifyError};
+
+/// Point masses on drafts plus a weighted residual law, as one output law.
+fn mix(points: &[(usize, f64)], rest_weight: f64, rest: &[f64]) -> OutputLaw {
+    let mut dense: Vec<f64> = rest.iter().map(|r| rest_weight * r).collect();
+    for &(y, w) in points {
+        dense[y] += w;
+    }
+    dense
+        .into_iter()
+        .enumerate()
+        .filter(|&(_, w)| w > 0.0)
+        .collect()
+}
+
+fn check_drafts(drafts: &[usize], n: usize, vocab: usize) -> Result<(), VerifyError> {
+    if drafts.len() != n {
+        return Err(VerifyError::DraftCount {
+            expected: n,
+            found: drafts.len(),
+        });
+    }
+    match drafts.iter().find(|&&t| t >= vocab) {
+        Some(&token) => Err(VerifyError::TokenOutOfRange {
+            token,
+            vocab_size: vocab,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Draft `i`'s own law: q_i for independent drafts, q otherwise.
+fn draft_law(drafts: &DraftScheme, i: usize) -> &[f64] {
+    let all = drafts.drafts();
+    all[i.min(all.len() - 1)].probs()
+}
+
+/// Ignores the drafts: the output is drawn from p.
+pub struct Nss {
+    p: Vec<f64>,
+    n: usize,
+}
+
+impl Nss {
+    pub fn new(problem: &Problem) -> Self {
+        Self {
+            p: problem.target().probs().to_vec(),
+            n: problem.drafts().n(),
+        }
+    }
+}
+
+impl Verifier for Nss {
+    fn name(&self) -> &str {
+        "nss"
+    }
+
+    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+        check_drafts(drafts, self.n, self.p.len())?;
+        Ok(mix(&[], 1.0, &self.p))
+    }
+}
+
+/// Single-draft speculative sampling on the first draft: accept x1 with
+/// probability min(1, p/q1), else draw from (p - q1)+, q1 the first draft's
+/// own law.
+pub struct Naive {
+    p: Vec<f64>,
+    first: Vec<f64>,
+    rest: Vec<f64>,
+    n: usize,
+}
+
+impl Naive {
+    pub fn new(problem: &Problem) -> Self {
+        let p = problem.target().probs().to_vec();
+        let first = first_draft_law(problem.drafts());
+        let rest = residual(&p, &first);
+        Self {
+            p,
+            first,
+            rest,
+            n: problem.drafts().n(),
+        }
+    }
+}
+
+/// The law of the first draft: q, or q_1, or for greedy drafts the most
+/// likely token with certainty (q' when n = 1).
+pub(crate) fn first_draft_law(drafts: &DraftScheme) -> Vec<f64> {
+    match drafts.greedy_top().first() {
+        Some(&top) => {
+            let mut law = vec![0.0; drafts.vocab_size()];
+            law[top] = 1.0;
+            law
+        }
+        None if drafts.kind() == SchemeKind::Greedy => drafts.greedy_rest(),
+        None => draft_law(drafts, 0).to_vec(),
+    }
+}
+
+impl Verifier for Naive {
+    fn name(&self) -> &str {
+        "naive"
+    }
+
+    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+        check_drafts(drafts, self.n, self.p.len())?;
+        let x = drafts[0];
+        if self.first[x] <= 0.0 {
+            return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+        }
+        let a = accept_prob(&self.p, &self.first, x);
+        Ok(mix(&[(x, a)], 1.0 - a, &self.rest))
+    }
+}
+
+/// Recursive rejection sampling (SpecInfer) for drafts drawn independently:
+/// draft i is tried against the current target p_i with probability
+/// min(1, p_i / q_i); on rejection p_(i+1) = (p_i - q_i)+ renormalised;
+/// after n rejections the output is drawn from p_(n+1). The chain p_i does
+/// not depend on the drafts, so it is computed once.
+pub struct SpecInfer {
+    /// `targets[i]` = p_i (i = 0..=n), `laws[i]` = q_i.
+    targets: Vec<Vec<f64>>,
+    laws: Vec<Vec<f64>>,
+}
+
+impl SpecInfer {
+    pub fn new(problem: &Problem) -> Self {
+        let n = problem.drafts().n();
+        let laws: Vec<Vec<f64>> = (0..n)
+            .map(|i| draft_law(problem.drafts(), i).to_vec())
+            .collect();
+        let mut targets = vec![problem.target().probs().to_vec()];
+        for q in &laws {
+            let next = residual(targets.last().expect("starts with p"), q);
+            targets.push(next);
+        }
+        Self { targets, laws }
+    }
+
+    /// The acceptance of each step, β_i = Σ min(p_i, q_i).
+    pub(crate) fn step_overlaps(&self) -> impl Iterator<Item = f64> + '_ {
+        self.targets
+            .iter()
+            .zip(&self.laws)
+            .map(|(p, q)| overlap(p, q))
+    }
+}
+
+impl Verifier for SpecInfer {
+    fn name(&self) -> &str {
+        "specinfer"
+    }
+
+    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+        let vocab = self.targets[0].len();
+        check_drafts(drafts, self.laws.len(), vocab)?;
+        let mut points = Vec::with_capacity(drafts.len());
+        let mut remaining = 1.0;
+        for (i, &x) in drafts.iter().enumerate() {
+            if self.laws[i][x] <= 0.0 {
+                return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+            }
+            let a = accept_prob(&self.targets[i], &self.laws[i], x);
+            points.push((x, remaining * a));
+            remaining *= 1.0 - a;
+        }
+        Ok(mix(&points, remaining, &self.targets[self.laws.len()]))
+    }
+}
+
+/// Recursive rejection sampling without replacement: as SpecInfer, but each
+/// rejected draft is zeroed in q, which is renormalised, since the next draft
+/// is drawn from q without the tokens already drawn.
+pub struct RrsWithoutReplacement {
+    p: Vec<f64>,
+    q: Vec<f64>,
+    n: usize,
+}
+
+impl RrsWithoutReplacement {
+    pub fn new(problem: &Problem) -> Self {
+        Self {
+            p: problem.target().probs().to_vec(),
+            q: problem.drafts().drafts()[0].probs().to_vec(),
+            n: problem.drafts().n(),
+        }
+    }
+}
+
+impl Verifier for RrsWithoutReplacement {
+    fn name(&self) -> &str {
+        "rrs-wor"
+    }
+
+    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+        check_drafts(drafts, self.n, self.p.len())?;
+        let mut target = self.p.clone();
+        let mut law = self.q.clone();
+        let mut points = Vec::with_capacity(drafts.len());
+        let mut remaining = 1.0;
+        for &x in drafts {
+            if law[x] <= 0.0 {
+                return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+            }
+            let a = accept_prob(&target, &law, x);
+            points.push((x, remaining * a));
+            remaining *= 1.0 - a;
+            if remaining <= 0.0 {
+                break;
+            }
+            target = residual(&target, &law);
+            law[x] = 0.0;
+            // The mass left is summed directly, not taken as 1 - q(drawn).
+            let total: f64 = law.iter().sum();
+            law.iter_mut().for_each(|v| *v /= total);
+        }
+        Ok(mix(&points, remaining, &target))
+    }
+}
+
+/// SpecTr's K-SEQ for i.i.d. drafts: each draft is accepted with
+/// probability min(1, p / (rho* q)), with rho* in [1, n] solving
+/// 1 - (1 - β(rho))^n = rho β(rho), β(rho) = Σ min(q, p / rho); if none is,
+/// the output is drawn from (p - rho* min(q, p / rho*))+.
+pub struct KSeq {
+    p: Vec<f64>,
+    q: Vec<f64>,
+    rho: f64,
+    rest: Vec<f64>,
+    n: usize,
+}
+
+impl KSeq {
+    pub fn new(problem: &Problem) -> Self {
+        let p = problem.target().probs().to_vec();
+        let q = problem.drafts().drafts()[0].probs().to_vec();
+        let n = problem.drafts().n();
+        let rho = kseq_rho(&p, &q, n);
+        let scaled: Vec<f64> = q
+            .iter()
+            .zip(&p)
+            .map(|(qy, py)| rho * qy.min(py / rho))
+            .collect();
+        let rest = residual(&p, &scaled);
+        Self { p, q, rho, rest, n }
+    }
+
+    /// rho*.
+    pub fn rho(&self) -> f64 {
+        self.rho
+    }
+}
+
+/// β(rho) = Σ min(q, p / rho).
+pub(crate) fn kseq_beta(p: &[f64], q: &[f64], rho: f64) -> f64 {
+    p.iter().zip(q).map(|(py, qy)| qy.min(py / rho)).sum()
+}
+
+/// The root in [1, n] of f(rho) = 1 - (1 - β(rho))^n - rho β(rho), which
+/// decreases in rho (β falls, rho β = Σ min(rho q, p) rises), with
+/// f(1) >= 0 >= f(n): bisection to the last bit, returning the end with
+/// f <= 0. K-SEQ is lossless for every such rho (the accepted mass stays
+/// below p); rho* is the least of them.
+pub(crate) fn kseq_rho(p: &[f64], q: &[f64], n: usize) -> f64 {
+    let f = |rho: f64| {
+        let beta = kseq_beta(p, q, rho);
+        1.0 - (1.0 - beta).powi(n as i32) - rho * beta
+    };
+    let (mut lo, mut hi) = (1.0, n as f64);
+    if f(lo) <= 0.0 {
+        return lo;
+    }
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if f(mid) > 0.0 { lo = mid } else { hi = mid }
+    }
+    hi
+}
+
+impl Verifier for KSeq {
+    fn name(&self) -> &str {
+        "kseq"
+    }
+
+    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+        check_drafts(drafts, self.n, self.p.len())?;
+        let mut points = Vec::with_capacity(drafts.len());
+        let mut remaining = 1.0;
+        for &x in drafts {
+            if self.q[x] <= 0.0 {
+                return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+            }
+            let a = (self.p[x] / (self.rho * self.q[x])).min(1.0);
+            points.push((x, remaining * a));
+            remaining *= 1.0 - a;
+        }
+        Ok(mix(&points, remaining, &self.rest))
+    }
+}
+
+/// Hu et al.'s verifier for their greedy drafts (the n-1 most likely tokens
+/// plus one drawn from q' outside them): accept the drawn token with
+/// probability min(1, p / q'), else draw from p on the top tokens plus
+/// (p - q')+ outside them. It reaches alpha* for greedy drafts.
+pub struct Greedy {
+    p: Vec<f64>,
+    rest_law: Vec<f64>,
+    top: Vec<usize>,
+    rest: Vec<f64>,
+}
+
+impl Greedy {
+    pub fn new(problem: &Problem) -> Self {
+        let p = problem.target().probs().to_vec();
+        let drafts = problem.drafts();
+        let top = drafts.greedy_top().to_vec();
+        let rest_law = drafts.greedy_rest();
+        // (p - q')+ is p itself on the top tokens, where q' is zero.
+        let rest = residual(&p, &rest_law);
+        Self {
+            p,
+            rest_law,
+            top,
+            rest,
+        }
+    }
+}
+
+impl Verifier for Greedy {
+    fn name(&self) -> &str {
+        "greedy"
+    }
+
+    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+        check_drafts(drafts, self.top.len() + 1, self.p.len())?;
+        let mut outside = drafts.iter().filter(|t| !self.top.contains(t));
+        let (Some(&x), None) = (outside.next(), outside.next()) else {
+            return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+        };
+        if self.rest_law[x] <= 0.0 || !self.top.iter().all(|t| drafts.contains(t)) {
+            return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+        }
+        let a = accept_prob(&self.p, &self.rest_law, x);
+        Ok(mix(&[(x, a)], 1.0 - a, &self.rest))
+    }
+}
+
+/// The optimal verifier of mdsd-flow (max flow over draft sets).
+pub struct OptimalFlow {
+    inner: FlowVerifier,
+    n: usize,
+}
+
+impl OptimalFlow {
+    pub fn new(problem: &Problem) -> Result<Self, VerifyError> {
+        Ok(Self {
+            inner: FlowSolver::default().solve(problem)?.verifier(),
+            n: problem.drafts().n(),
+        })
+    }
+}
+
+impl Verifier for OptimalFlow {
+    fn name(&self) -> &str {
+        "optimal-flow"
+    }
+
+    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+        let law = self.inner.conditional(drafts)?;
+        check_drafts(drafts, self.n, law.len())?;
+        Ok(law
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(_, w)| w > 0.0)
+            .collect())
+    }
+}

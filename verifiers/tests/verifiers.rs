@@ -1,0 +1,336 @@
+//! Every verifier lossless by exact enumeration, never above alpha*, closed
+//! forms equal to enumeration, the verifier rows of TEST_VECTORS.md, and the
+//! harness catching broken verifiers.
+
+use mdsd_core::{DEFAULT_ENUMERATION_LIMIT, Distribution, DraftScheme, Problem, SchemeKind};
+use mdsd_verify::{
+    OutputLaw, Verifier, VerifyError, exact, kseq_acceptance, naive_acceptance, nss_acceptance,
+    prepare, specinfer_acceptance, supports, verifier_names,
+};
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+const TOL: f64 = 1e-12;
+
+fn normalised(w: &[f64]) -> Distribution {
+    let total: f64 = w.iter().sum();
+    Distribution::from_probs(w.iter().map(|x| x / total).collect::<Vec<_>>()).unwrap()
+}
+
+/// V in 2..=6, n in 1..=3, flat or peaked, some zeros.
+fn problems(kind: SchemeKind) -> impl Strategy<Value = Problem> {
+    (
+        2usize..=6,
+        1usize..=3,
+        prop::collection::vec(0.0f64..1.0, 24),
+        prop::collection::vec(prop::bool::weighted(0.2), 24),
+        prop::bool::ANY,
+    )
+        .prop_map(move |(v, n, w, zero, peaked)| {
+            let shape = |x: f64| if peaked { x.powi(6) + 1e-9 } else { x + 1e-3 };
+            let draw = |i: usize, keep: usize| {
+                let row: Vec<f64> = (0..v)
+                    .map(|j| {
+                        if zero[i * 6 + j] && j >= keep {
+                            0.0
+                        } else {
+                            shape(w[i * 6 + j])
+                        }
+                    })
+                    .collect();
+                normalised(&row)
+            };
+            let distinct = matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Greedy);
+            let n = if distinct { n.min(v) } else { n };
+            let qs: Vec<Distribution> = if kind == SchemeKind::Independent {
+                (0..n).map(|i| draw(1 + i, 1)).collect()
+            } else {
+                vec![draw(1, if distinct { n } else { 1 })]
+            };
+            Problem::new(draw(0, 1), DraftScheme::new(kind, qs, n).unwrap()).unwrap()
+        })
+}
+
+fn check(problem: &Problem) -> Result<(), TestCaseError> {
+    let kind = problem.drafts().kind();
+    for name in verifier_names() {
+        if !supports(name, kind).unwrap() {
+            let refused = matches!(prepare(name, problem), Err(VerifyError::Unsupported { .. }));
+            prop_assert!(refused, "{name} accepted {kind}");
+            continue;
+        }
+        let verifier = prepare(name, problem).unwrap();
+        let report = exact(problem, verifier.as_ref(), DEFAULT_ENUMERATION_LIMIT).unwrap();
+        prop_assert!(
+            report.max_marginal_error <= TOL,
+            "{name} on {kind}: marginal off by {}",
+            report.max_marginal_error
+        );
+        prop_assert!(
+            report.max_law_error <= TOL,
+            "{name}: law off by {}",
+            report.max_law_error
+        );
+        prop_assert!(
+            report.acceptance <= report.alpha_star + TOL,
+            "{name}: {} > alpha* {}",
+            report.acceptance,
+            report.alpha_star
+        );
+        let closed = match name {
+            "nss" if kind != SchemeKind::WithoutReplacement => {
+                Some(nss_acceptance(problem).unwrap())
+            }
+            "naive" if kind != SchemeKind::WithoutReplacement => {
+                Some(naive_acceptance(problem).unwrap())
+            }
+            "specinfer" => Some(specinfer_acceptance(problem).unwrap()),
+            "kseq" => Some(kseq_acceptance(problem).unwrap().0),
+            // Optimal by construction.
+            "greedy" | "optimal-flow" => Some(report.alpha_star),
+            _ => None,
+        };
+        if let Some(closed) = closed {
+            prop_assert!(
+                (closed - report.acceptance).abs() <= 1e-9,
+                "{name} on {kind}: closed form {closed}, enumeration {}",
+                report.acceptance
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    // 4 schemes x 150 = 600 random instances.
+    #![proptest_config(ProptestConfig::with_cases(150))]
+
+    #[test]
+    fn iid(problem in problems(SchemeKind::Iid)) { check(&problem)?; }
+
+    #[test]
+    fn without_replacement(problem in problems(SchemeKind::WithoutReplacement)) { check(&problem)?; }
+
+    #[test]
+    fn greedy(problem in problems(SchemeKind::Greedy)) { check(&problem)?; }
+
+    #[test]
+    fn independent(problem in problems(SchemeKind::Independent)) { check(&problem)?; }
+}
+
+fn acceptance(name: &str, p: &[f64], q: &[f64], kind: SchemeKind, n: usize) -> f64 {
+    let problem = Problem::new(
+        normalised(p),
+        DraftScheme::new(kind, vec![normalised(q)], n).unwrap(),
+    )
+    .unwrap();
+    let verifier = prepare(name, &problem).unwrap();
+    let report = exact(&problem, verifier.as_ref(), DEFAULT_ENUMERATION_LIMIT).unwrap();
+    assert!(report.max_marginal_error <= TOL);
+    report.acceptance
+}
+
+fn assert_close(found: f64, expected: f64, tol: f64) {
+    assert!(
+        (found - expected).abs() <= tol,
+        "found {found}, expected {expected}"
+    );
+}
+
+#[test]
+fn test_vector_rows() {
+    let (p, q) = ([0.5, 0.3, 0.2], [0.2, 0.3, 0.5]);
+    assert_close(
+        acceptance("specinfer", &p, &q, SchemeKind::Iid, 2),
+        0.76,
+        TOL,
+    );
+    assert_close(
+        acceptance("rrs-wor", &p, &q, SchemeKind::WithoutReplacement, 2),
+        0.82,
+        TOL,
+    );
+    assert_close(
+        acceptance("kseq", &p, &q, SchemeKind::Iid, 2),
+        0.79135528726,
+        1e-10,
+    );
+    assert_close(
+        acceptance("greedy", &p, &q, SchemeKind::Greedy, 2),
+        0.90,
+        TOL,
+    );
+    let problem =
+        Problem::new(normalised(&p), DraftScheme::iid(normalised(&q), 2).unwrap()).unwrap();
+    assert_close(kseq_acceptance(&problem).unwrap().1, 1.45677643628, 1e-10);
+
+    let (p, q) = ([0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4]);
+    assert_close(
+        acceptance("specinfer", &p, &q, SchemeKind::Iid, 3),
+        0.768,
+        TOL,
+    );
+    assert_close(
+        acceptance("rrs-wor", &p, &q, SchemeKind::WithoutReplacement, 3),
+        0.840298,
+        1e-6,
+    );
+    assert_close(
+        acceptance("kseq", &p, &q, SchemeKind::Iid, 3),
+        0.79394996831,
+        1e-10,
+    );
+    assert_close(
+        acceptance("greedy", &p, &q, SchemeKind::Greedy, 3),
+        0.93333333333,
+        1e-10,
+    );
+    let problem =
+        Problem::new(normalised(&p), DraftScheme::iid(normalised(&q), 3).unwrap()).unwrap();
+    assert_close(kseq_acceptance(&problem).unwrap().1, 1.93949968308, 1e-10);
+}
+
+#[test]
+fn uniform_draft_rows() {
+    let q = [1.0 / 3.0; 3];
+    let p = [1.0 / 3.0, 0.0, 2.0 / 3.0];
+    let problem =
+        Problem::new(normalised(&p), DraftScheme::iid(normalised(&q), 2).unwrap()).unwrap();
+    let (kseq, rho) = kseq_acceptance(&problem).unwrap();
+    assert_close(rho, (5.0 + 13f64.sqrt()) / 6.0, 1e-12);
+    assert_close(kseq, 0.81141951530, 1e-10);
+    assert_close(
+        acceptance("kseq", &p, &q, SchemeKind::Iid, 2),
+        0.81141951530,
+        1e-10,
+    );
+    assert_close(
+        acceptance("specinfer", &p, &q, SchemeKind::Iid, 2),
+        7.0 / 9.0,
+        TOL,
+    );
+    for name in ["naive", "specinfer", "kseq"] {
+        assert_close(acceptance(name, &p, &q, SchemeKind::Iid, 1), 2.0 / 3.0, TOL);
+    }
+    let p = [1.0 / 6.0, 0.0, 5.0 / 6.0];
+    assert_close(
+        acceptance("specinfer", &p, &q, SchemeKind::Iid, 2),
+        2.0 / 3.0,
+        TOL,
+    );
+    for name in ["naive", "specinfer", "kseq"] {
+        assert_close(acceptance(name, &p, &q, SchemeKind::Iid, 1), 0.5, TOL);
+    }
+}
+
+/// SpecInfer with a deliberate mistake in its final residual.
+struct BrokenSpecInfer {
+    p: Vec<f64>,
+    q: Vec<f64>,
+    mistake: Mistake,
+}
+
+#[derive(Clone, Copy)]
+enum Mistake {
+    /// The residual (p - q)+ is not renormalised: mass goes missing.
+    Unnormalised,
+    /// After the first rejection the output is drawn from p itself.
+    ResidualIsTarget,
+}
+
+impl Verifier for BrokenSpecInfer {
+    fn name(&self) -> &str {
+        "broken-specinfer"
+    }
+
+    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+        let x = drafts[0];
+        let a = (self.p[x] / self.q[x]).min(1.0);
+        let mut dense: Vec<f64> = self
+            .p
+            .iter()
+            .zip(&self.q)
+            .map(|(&py, &qy)| match self.mistake {
+                Mistake::Unnormalised => (1.0 - a) * (py - qy).max(0.0),
+                Mistake::ResidualIsTarget => (1.0 - a) * py,
+            })
+            .collect();
+        dense[x] += a;
+        Ok(dense
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, w)| w > 0.0)
+            .collect())
+    }
+}
+
+#[test]
+fn the_harness_catches_broken_verifiers() {
+    let p = normalised(&[0.5, 0.3, 0.2]);
+    let q = normalised(&[0.2, 0.3, 0.5]);
+    let problem = Problem::new(p.clone(), DraftScheme::iid(q.clone(), 1).unwrap()).unwrap();
+    for mistake in [Mistake::Unnormalised, Mistake::ResidualIsTarget] {
+        let broken = BrokenSpecInfer {
+            p: p.probs().to_vec(),
+            q: q.probs().to_vec(),
+            mistake,
+        };
+        let report = exact(&problem, &broken, DEFAULT_ENUMERATION_LIMIT).unwrap();
+        assert!(
+            report.max_marginal_error > 1e-3,
+            "marginal error {}",
+            report.max_marginal_error
+        );
+    }
+}
+
+#[test]
+fn sampling_follows_the_conditional_law() {
+    let p = normalised(&[0.4, 0.3, 0.2, 0.1]);
+    let q = normalised(&[0.1, 0.2, 0.3, 0.4]);
+    let problem = Problem::new(p, DraftScheme::without_replacement(q, 2).unwrap()).unwrap();
+    let verifier = prepare("rrs-wor", &problem).unwrap();
+    let drafts = [3, 2];
+    let law = verifier.conditional(&drafts).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let draws = 100_000;
+    let mut counts = [0usize; 4];
+    for _ in 0..draws {
+        counts[verifier.sample(&drafts, &mut rng).unwrap()] += 1;
+    }
+    for (y, w) in law {
+        let freq = counts[y] as f64 / draws as f64;
+        assert!(
+            (freq - w).abs() <= 5.0 * (w * (1.0 - w) / draws as f64).sqrt() + 1e-12,
+            "{y}: {freq} vs {w}"
+        );
+    }
+}
+
+#[test]
+fn errors_are_typed() {
+    let p = normalised(&[0.5, 0.5]);
+    let problem = Problem::new(p.clone(), DraftScheme::iid(p, 2).unwrap()).unwrap();
+    assert!(matches!(
+        prepare("magic", &problem),
+        Err(VerifyError::UnknownVerifier { .. })
+    ));
+    let err = prepare("rrs-wor", &problem).err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "verifier rrs-wor does not support iid drafts (it supports: wor)"
+    );
+    let specinfer = prepare("specinfer", &problem).unwrap();
+    assert!(matches!(
+        specinfer.conditional(&[0]),
+        Err(VerifyError::DraftCount {
+            expected: 2,
+            found: 1
+        })
+    ));
+    assert!(matches!(
+        specinfer.conditional(&[0, 7]),
+        Err(VerifyError::TokenOutOfRange { token: 7, .. })
+    ));
+}
