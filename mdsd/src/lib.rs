@@ -9,6 +9,7 @@
 //! * [`bounds`] (mdsd-bounds): closed-form optimal acceptance with certificate.
 //! * [`lp`] (mdsd-lp): the exact optimal-transport LP for small vocabularies.
 //! * [`flow`] (mdsd-flow): max flow / min cut, the optimal plan and verifier.
+//! * [`verify`] (mdsd-verify): published verifiers and the exact harness.
 //!
 //! ```
 //! use mdsd::{Distribution, DraftScheme, FlowSolver, Problem, optimal_acceptance};
@@ -30,6 +31,7 @@ pub use mdsd_bounds as bounds;
 pub use mdsd_core as core;
 pub use mdsd_flow as flow;
 pub use mdsd_lp as lp;
+pub use mdsd_verify as verify;
 
 pub use mdsd_bounds::{
     Bound, BoundError, IidAlgorithm, acceptance_upper_bound, optimal_acceptance,
@@ -38,3 +40,4 @@ pub use mdsd_bounds::{
 pub use mdsd_core::{CoreError, Distribution, DraftScheme, Plan, Problem, SchemeKind, Transform};
 pub use mdsd_flow::{FlowError, FlowSolution, FlowSolver, FlowVerifier};
 pub use mdsd_lp::{Formulation, LpError, LpSolution, LpSolver};
+pub use mdsd_verify::{Verifier, VerifyError};

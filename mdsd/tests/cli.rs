@@ -515,3 +515,91 @@ fn solve_flow_matches_bound_and_writes_its_plan() {
         "{stderr}"
     );
 }
+
+#[test]
+fn compare_rates_verifiers_exactly() {
+    let doc = json(&[
+        "compare",
+        "-p",
+        "0.5,0.3,0.2",
+        "-q",
+        "0.2,0.3,0.5",
+        "-n",
+        "2",
+        "--json",
+    ]);
+    assert!((doc["alpha_star"].as_f64().unwrap() - 0.86).abs() < 1e-12);
+    let verifiers = doc["verifiers"].as_array().unwrap();
+    let names: Vec<&str> = verifiers
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["nss", "naive", "specinfer", "kseq", "optimal-flow"]);
+    for v in verifiers {
+        assert_eq!(v.as_object().unwrap().len(), 4);
+        assert!(v["max_marginal_error"].as_f64().unwrap() < 1e-12, "{v}");
+        assert!(v["chi2_p_value"].is_null());
+    }
+    let by_name = |name: &str| {
+        verifiers.iter().find(|v| v["name"] == name).unwrap()["acceptance"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!((by_name("specinfer") - 0.76).abs() < 1e-12);
+    assert!((by_name("kseq") - 0.79135528726).abs() < 1e-10);
+    assert!((by_name("optimal-flow") - 0.86).abs() < 1e-9);
+
+    let doc = json(&[
+        "compare",
+        "-p",
+        "0.5,0.3,0.2",
+        "-q",
+        "0.2,0.3,0.5",
+        "-n",
+        "2",
+        "--scheme",
+        "wor",
+        "--verifiers",
+        "rrs-wor",
+        "--json",
+    ]);
+    assert!((doc["verifiers"][0]["acceptance"].as_f64().unwrap() - 0.82).abs() < 1e-12);
+
+    for (args, expected) in [
+        (
+            vec![
+                "compare",
+                "-p",
+                "0.5,0.5",
+                "-q",
+                "0.5,0.5",
+                "-n",
+                "2",
+                "--verifiers",
+                "rrs-wor",
+            ],
+            "does not support iid",
+        ),
+        (
+            vec![
+                "compare",
+                "-p",
+                "0.5,0.5",
+                "-q",
+                "0.5,0.5",
+                "-n",
+                "2",
+                "--verifiers",
+                "magic",
+            ],
+            "unknown verifier",
+        ),
+    ] {
+        let out = mdsd(&args);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            !out.status.success() && stderr.lines().count() == 1 && stderr.contains(expected),
+            "{stderr}"
+        );
+    }
+}

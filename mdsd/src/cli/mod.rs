@@ -3,12 +3,12 @@
 mod input;
 mod output;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use mdsd::{
     BoundError, CoreError, Distribution, DraftScheme, FlowError, FlowSolver, Formulation, LpError,
-    LpSolver, Plan, Problem, SchemeKind, Transform, optimal_acceptance_batch,
+    LpSolver, Plan, Problem, SchemeKind, Transform, VerifyError, optimal_acceptance_batch,
 };
 use thiserror::Error;
 
@@ -54,6 +54,21 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         plan: Option<PathBuf>,
     },
+    /// Rate verifiers exactly: acceptance, distance of the output law from p,
+    /// and alpha*.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
+    #[command(flatten)]
+    problem: ProblemArgs,
+    /// Comma-separated verifier names (default: every one that supports the scheme).
+    #[arg(long, value_delimiter = ',')]
+    verifiers: Vec<String>,
+    /// Exact mode: enumerate the draft law (the default, and for now the only mode).
+    #[arg(long)]
+    exact: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -133,6 +148,8 @@ pub enum CliError {
     Flow { row: usize, source: FlowError },
     #[error("cannot write the plan to {path}: {message}")]
     Output { path: String, message: String },
+    #[error("{0}")]
+    Verify(#[from] VerifyError),
 }
 
 /// Parses the command line and runs it.
@@ -204,7 +221,46 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             }
             print(&args, name, rows)
         }
+        Command::Compare(compare) => run_compare(&compare),
     }
+}
+
+fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
+    let args = &compare.problem;
+    let problems = build_problems(args)?;
+    let [problem] = problems.as_slice() else {
+        return Err(CliError::Usage(format!(
+            "mdsd compare takes one problem, the inputs hold {} rows",
+            problems.len()
+        )));
+    };
+    let scheme = problem.drafts().kind();
+    let names: Vec<String> = if compare.verifiers.is_empty() {
+        mdsd::verify::verifier_names()
+            .filter(|name| mdsd::verify::supports(name, scheme).unwrap_or(false))
+            .map(String::from)
+            .collect()
+    } else {
+        compare.verifiers.clone()
+    };
+    let reports = names
+        .iter()
+        .map(|name| {
+            let verifier = mdsd::verify::prepare(name, problem)?;
+            mdsd::verify::exact(
+                problem,
+                verifier.as_ref(),
+                mdsd::core::DEFAULT_ENUMERATION_LIMIT,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let alpha_star = mdsd::verify::alpha_star(problem)?;
+    if args.json {
+        println!("{}", output::compare_json(alpha_star, &reports));
+    } else {
+        print!("{}", output::compare_table(args, alpha_star, &reports));
+    }
+    Ok(())
 }
 
 fn print(args: &ProblemArgs, method: &str, rows: Vec<Solved>) -> Result<(), CliError> {
