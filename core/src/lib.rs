@@ -32,5 +32,6 @@ pub use distribution::{Distribution, SUM_TOLERANCE, Transform};
 pub use error::CoreError;
 pub use problem::{Plan, Problem};
 pub use scheme::{
-    DEFAULT_ENUMERATION_LIMIT, DraftLaw, DraftScheme, SchemeKind, sample_index, token_set,
+    CumulativeDistribution, DEFAULT_ENUMERATION_LIMIT, DraftLaw, DraftSampler, DraftScheme,
+    SchemeKind, sample_index, token_set,
 };

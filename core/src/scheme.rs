@@ -383,6 +383,117 @@ impl DraftScheme {
     }
 }
 
+/// A discrete law prepared for repeated sampling in O(log V): cumulative
+/// sums and a binary search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CumulativeDistribution {
+    cumulative: Vec<f64>,
+}
+
+impl CumulativeDistribution {
+    /// From non-negative weights, not all zero.
+    pub fn new(weights: &[f64]) -> Self {
+        let mut total = 0.0;
+        let cumulative = weights
+            .iter()
+            .map(|&w| {
+                total += w;
+                total
+            })
+            .collect();
+        Self { cumulative }
+    }
+
+    /// Draws an index with probability proportional to its weight; never
+    /// one of weight zero.
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> usize {
+        self.sample_excluding(&[], rng)
+    }
+
+    fn weight(&self, i: usize) -> f64 {
+        self.cumulative[i] - if i > 0 { self.cumulative[i - 1] } else { 0.0 }
+    }
+
+    /// Draws an index with probability proportional to its weight among the
+    /// indices not in `excluded` (distinct, ascending). A uniform point of the
+    /// remaining mass is carried past each excluded interval, so this stays
+    /// O(|excluded| + log V) however much mass is excluded.
+    pub fn sample_excluding<R: Rng + ?Sized>(&self, excluded: &[usize], rng: &mut R) -> usize {
+        let total = *self.cumulative.last().expect("at least one weight");
+        let removed: f64 = excluded.iter().map(|&i| self.weight(i)).sum();
+        loop {
+            let mut u = rng.random::<f64>() * (total - removed);
+            for &i in excluded {
+                if u >= self.cumulative[i] - self.weight(i) {
+                    u += self.weight(i);
+                }
+            }
+            // The first index whose running total exceeds u has positive weight.
+            let index = self
+                .cumulative
+                .partition_point(|&c| c <= u)
+                .min(self.cumulative.len() - 1);
+            // Rounding can land on an excluded boundary: draw again.
+            if !excluded.contains(&index) && self.weight(index) > 0.0 {
+                return index;
+            }
+        }
+    }
+}
+
+/// A draft scheme prepared for repeated sampling: O(n log V) per draw
+/// instead of [`DraftScheme::sample`]'s O(n V).
+#[derive(Debug, Clone)]
+pub struct DraftSampler {
+    kind: SchemeKind,
+    n: usize,
+    laws: Vec<CumulativeDistribution>,
+    greedy_top: Vec<usize>,
+}
+
+impl DraftSampler {
+    pub fn new(drafts: &DraftScheme) -> Self {
+        let laws = match drafts.kind {
+            SchemeKind::Greedy => vec![CumulativeDistribution::new(&drafts.greedy_rest())],
+            _ => drafts
+                .drafts
+                .iter()
+                .map(|q| CumulativeDistribution::new(q.probs()))
+                .collect(),
+        };
+        Self {
+            kind: drafts.kind,
+            n: drafts.n,
+            laws,
+            greedy_top: drafts.greedy_top.clone(),
+        }
+    }
+
+    /// Draws one ordered draft tuple, with the law of [`DraftScheme::sample`].
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> Vec<usize> {
+        match self.kind {
+            SchemeKind::Iid => (0..self.n).map(|_| self.laws[0].sample(rng)).collect(),
+            SchemeKind::Independent => self.laws.iter().map(|law| law.sample(rng)).collect(),
+            SchemeKind::WithoutReplacement => {
+                // Each draw is from q restricted to the tokens not drawn yet.
+                let mut tuple: Vec<usize> = Vec::with_capacity(self.n);
+                let mut drawn: Vec<usize> = Vec::with_capacity(self.n);
+                for _ in 0..self.n {
+                    let token = self.laws[0].sample_excluding(&drawn, rng);
+                    tuple.push(token);
+                    drawn.insert(drawn.partition_point(|&d| d < token), token);
+                }
+                tuple
+            }
+            SchemeKind::Greedy => {
+                let mut tuple = self.greedy_top.clone();
+                tuple.push(self.laws[0].sample(rng));
+                tuple
+            }
+        }
+    }
+}
+
 /// C(n, k), saturating.
 fn binomial(n: u128, k: u128) -> u128 {
     if k > n {
