@@ -6,7 +6,8 @@
 //! verifier gives the exact law of its output for given drafts; the
 //! [`exact`] harness enumerates the draft law, mixes those laws, and reports
 //! the acceptance, the largest deviation of the output law from p, and
-//! alpha*.
+//! alpha*; the [`sampled`] harness draws instead, at any vocabulary size,
+//! and tests the output against p by chi-square.
 //!
 //! Verifiers by name ([`prepare`]): `nss`, `naive`, `specinfer`, `rrs-wor`,
 //! `kseq`, `greedy`, `optimal-flow`. Closed-form acceptances:
@@ -50,6 +51,7 @@
 
 mod methods;
 mod residual;
+mod sampling;
 
 use mdsd_bounds::{BoundError, optimal_acceptance};
 use mdsd_core::{CoreError, Problem, SchemeKind, sample_index};
@@ -58,6 +60,7 @@ use rand::RngCore;
 use thiserror::Error;
 
 pub use methods::{Greedy, KSeq, Naive, Nss, OptimalFlow, RrsWithoutReplacement, SpecInfer};
+pub use sampling::{SampledReport, sampled};
 
 /// A law over output tokens: `(token, probability)` pairs, tokens distinct,
 /// probabilities positive and summing to 1.
@@ -88,8 +91,9 @@ pub enum VerifyError {
     ImpossibleDrafts(Vec<usize>),
 }
 
-/// A verifier prepared for one target p and draft scheme.
-pub trait Verifier {
+/// A verifier prepared for one target p and draft scheme. `Sync`, so that
+/// the sampling harness can draw in parallel.
+pub trait Verifier: Sync {
     /// The name used in reports.
     fn name(&self) -> &str;
 
@@ -97,7 +101,9 @@ pub trait Verifier {
     /// they were drawn.
     fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError>;
 
-    /// Draws the output token for the drafts with the caller's RNG.
+    /// Draws the output token for the drafts with the caller's RNG. The
+    /// default draws from [`Verifier::conditional`], O(V); verifiers meant for
+    /// sampling at large V override it.
     fn sample(&self, drafts: &[usize], rng: &mut dyn RngCore) -> Result<usize, VerifyError> {
         let law = self.conditional(drafts)?;
         let weights: Vec<f64> = law.iter().map(|l| l.1).collect();

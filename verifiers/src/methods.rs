@@ -1,8 +1,9 @@
 //! The published token-level verifiers (DESIGN §6), each as an exact
 //! conditional law of the output given the drafts.
 
-use mdsd_core::{DraftScheme, Problem, SchemeKind};
+use mdsd_core::{CumulativeDistribution, DraftScheme, Problem, SchemeKind};
 use mdsd_flow::{FlowSolver, FlowVerifier};
+use rand::{Rng, RngCore};
 
 use crate::residual::{accept_prob, overlap, residual};
 use crate::{OutputLaw, Verifier, VerifyError};
@@ -18,6 +19,79 @@ fn mix(points: &[(usize, f64)], rest_weight: f64, rest: &[f64]) -> OutputLaw {
         .enumerate()
         .filter(|&(_, w)| w > 0.0)
         .collect()
+}
+
+/// A residual law, with its sampler.
+pub(crate) struct Rest {
+    law: Vec<f64>,
+    sampler: CumulativeDistribution,
+}
+
+impl Rest {
+    fn new(law: Vec<f64>) -> Self {
+        Self {
+            sampler: CumulativeDistribution::new(&law),
+            law,
+        }
+    }
+}
+
+/// Verifiers that try the drafts in order, accepting each with some
+/// probability, and otherwise draw from a residual law fixed in advance.
+/// Both the exact law and the O(n log V) sampler come from [`steps`].
+///
+/// [`steps`]: Sequential::steps
+trait Sequential {
+    /// Each draft in the order tried, with its acceptance probability given
+    /// that the ones before it were rejected.
+    fn steps(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError>;
+    fn rest(&self) -> &Rest;
+}
+
+fn sequential_law(verifier: &impl Sequential, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+    let mut points = Vec::with_capacity(drafts.len());
+    let mut remaining = 1.0;
+    for (x, a) in verifier.steps(drafts)? {
+        points.push((x, remaining * a));
+        remaining *= 1.0 - a;
+    }
+    Ok(mix(&points, remaining, &verifier.rest().law))
+}
+
+fn sequential_sample(
+    verifier: &impl Sequential,
+    drafts: &[usize],
+    rng: &mut dyn RngCore,
+) -> Result<usize, VerifyError> {
+    for (x, a) in verifier.steps(drafts)? {
+        if rng.random::<f64>() < a {
+            return Ok(x);
+        }
+    }
+    Ok(verifier.rest().sampler.sample(rng))
+}
+
+/// Implements [`Verifier`] for a [`Sequential`] verifier.
+macro_rules! sequential_verifier {
+    ($type:ty, $name:literal) => {
+        impl Verifier for $type {
+            fn name(&self) -> &str {
+                $name
+            }
+
+            fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+                sequential_law(self, drafts)
+            }
+
+            fn sample(
+                &self,
+                drafts: &[usize],
+                rng: &mut dyn RngCore,
+            ) -> Result<usize, VerifyError> {
+                sequential_sample(self, drafts, rng)
+            }
+        }
+    };
 }
 
 fn check_drafts(drafts: &[usize], n: usize, vocab: usize) -> Result<(), VerifyError> {
@@ -45,13 +119,16 @@ fn draft_law(drafts: &DraftScheme, i: usize) -> &[f64] {
 /// Ignores the drafts: the output is drawn from p.
 pub struct Nss {
     p: Vec<f64>,
+    p_sampler: CumulativeDistribution,
     n: usize,
 }
 
 impl Nss {
     pub fn new(problem: &Problem) -> Self {
+        let p = problem.target().probs().to_vec();
         Self {
-            p: problem.target().probs().to_vec(),
+            p_sampler: CumulativeDistribution::new(&p),
+            p,
             n: problem.drafts().n(),
         }
     }
@@ -66,6 +143,11 @@ impl Verifier for Nss {
         check_drafts(drafts, self.n, self.p.len())?;
         Ok(mix(&[], 1.0, &self.p))
     }
+
+    fn sample(&self, drafts: &[usize], rng: &mut dyn RngCore) -> Result<usize, VerifyError> {
+        check_drafts(drafts, self.n, self.p.len())?;
+        Ok(self.p_sampler.sample(rng))
+    }
 }
 
 /// Single-draft speculative sampling on the first draft: accept x1 with
@@ -74,7 +156,7 @@ impl Verifier for Nss {
 pub struct Naive {
     p: Vec<f64>,
     first: Vec<f64>,
-    rest: Vec<f64>,
+    rest: Rest,
     n: usize,
 }
 
@@ -82,7 +164,7 @@ impl Naive {
     pub fn new(problem: &Problem) -> Self {
         let p = problem.target().probs().to_vec();
         let first = first_draft_law(problem.drafts());
-        let rest = residual(&p, &first);
+        let rest = Rest::new(residual(&p, &first));
         Self {
             p,
             first,
@@ -106,21 +188,22 @@ pub(crate) fn first_draft_law(drafts: &DraftScheme) -> Vec<f64> {
     }
 }
 
-impl Verifier for Naive {
-    fn name(&self) -> &str {
-        "naive"
-    }
-
-    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+impl Sequential for Naive {
+    fn steps(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError> {
         check_drafts(drafts, self.n, self.p.len())?;
         let x = drafts[0];
         if self.first[x] <= 0.0 {
             return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
         }
-        let a = accept_prob(&self.p, &self.first, x);
-        Ok(mix(&[(x, a)], 1.0 - a, &self.rest))
+        Ok(vec![(x, accept_prob(&self.p, &self.first, x))])
+    }
+
+    fn rest(&self) -> &Rest {
+        &self.rest
     }
 }
+
+sequential_verifier!(Naive, "naive");
 
 /// Recursive rejection sampling (SpecInfer) for drafts drawn independently:
 /// draft i is tried against the current target p_i with probability
@@ -128,9 +211,10 @@ impl Verifier for Naive {
 /// after n rejections the output is drawn from p_(n+1). The chain p_i does
 /// not depend on the drafts, so it is computed once.
 pub struct SpecInfer {
-    /// `targets[i]` = p_i (i = 0..=n), `laws[i]` = q_i.
+    /// `targets[i]` = p_i (i = 0..n), `laws[i]` = q_i; `rest` is p_(n+1).
     targets: Vec<Vec<f64>>,
     laws: Vec<Vec<f64>>,
+    rest: Rest,
 }
 
 impl SpecInfer {
@@ -144,7 +228,12 @@ impl SpecInfer {
             let next = residual(targets.last().expect("starts with p"), q);
             targets.push(next);
         }
-        Self { targets, laws }
+        let rest = Rest::new(targets.pop().expect("n + 1 targets"));
+        Self {
+            targets,
+            laws,
+            rest,
+        }
     }
 
     /// The acceptance of each step, β_i = Σ min(p_i, q_i).
@@ -156,27 +245,27 @@ impl SpecInfer {
     }
 }
 
-impl Verifier for SpecInfer {
-    fn name(&self) -> &str {
-        "specinfer"
+impl Sequential for SpecInfer {
+    fn steps(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError> {
+        check_drafts(drafts, self.laws.len(), self.rest.law.len())?;
+        drafts
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| {
+                if self.laws[i][x] <= 0.0 {
+                    return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+                }
+                Ok((x, accept_prob(&self.targets[i], &self.laws[i], x)))
+            })
+            .collect()
     }
 
-    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
-        let vocab = self.targets[0].len();
-        check_drafts(drafts, self.laws.len(), vocab)?;
-        let mut points = Vec::with_capacity(drafts.len());
-        let mut remaining = 1.0;
-        for (i, &x) in drafts.iter().enumerate() {
-            if self.laws[i][x] <= 0.0 {
-                return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
-            }
-            let a = accept_prob(&self.targets[i], &self.laws[i], x);
-            points.push((x, remaining * a));
-            remaining *= 1.0 - a;
-        }
-        Ok(mix(&points, remaining, &self.targets[self.laws.len()]))
+    fn rest(&self) -> &Rest {
+        &self.rest
     }
 }
+
+sequential_verifier!(SpecInfer, "specinfer");
 
 /// Recursive rejection sampling without replacement: as SpecInfer, but each
 /// rejected draft is zeroed in q, which is renormalised, since the next draft
@@ -236,7 +325,7 @@ pub struct KSeq {
     p: Vec<f64>,
     q: Vec<f64>,
     rho: f64,
-    rest: Vec<f64>,
+    rest: Rest,
     n: usize,
 }
 
@@ -246,12 +335,20 @@ impl KSeq {
         let q = problem.drafts().drafts()[0].probs().to_vec();
         let n = problem.drafts().n();
         let rho = kseq_rho(&p, &q, n);
-        let scaled: Vec<f64> = q
+        // Mass handed out by accepting drafts, [1 - (1 - β)^n] / β · min(q, p/rho),
+        // is at most p where f(rho) <= 0; the residual is what is left of p.
+        let beta = kseq_beta(&p, &q, rho);
+        let scale = if beta > 0.0 {
+            (1.0 - (1.0 - beta).powi(n as i32)) / beta
+        } else {
+            0.0
+        };
+        let accepted: Vec<f64> = q
             .iter()
             .zip(&p)
-            .map(|(qy, py)| rho * qy.min(py / rho))
+            .map(|(qy, py)| scale * qy.min(py / rho))
             .collect();
-        let rest = residual(&p, &scaled);
+        let rest = Rest::new(residual(&p, &accepted));
         Self { p, q, rho, rest, n }
     }
 
@@ -290,26 +387,26 @@ pub(crate) fn kseq_rho(p: &[f64], q: &[f64], n: usize) -> f64 {
     hi
 }
 
-impl Verifier for KSeq {
-    fn name(&self) -> &str {
-        "kseq"
+impl Sequential for KSeq {
+    fn steps(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError> {
+        check_drafts(drafts, self.n, self.p.len())?;
+        drafts
+            .iter()
+            .map(|&x| {
+                if self.q[x] <= 0.0 {
+                    return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+                }
+                Ok((x, (self.p[x] / (self.rho * self.q[x])).min(1.0)))
+            })
+            .collect()
     }
 
-    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
-        check_drafts(drafts, self.n, self.p.len())?;
-        let mut points = Vec::with_capacity(drafts.len());
-        let mut remaining = 1.0;
-        for &x in drafts {
-            if self.q[x] <= 0.0 {
-                return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
-            }
-            let a = (self.p[x] / (self.rho * self.q[x])).min(1.0);
-            points.push((x, remaining * a));
-            remaining *= 1.0 - a;
-        }
-        Ok(mix(&points, remaining, &self.rest))
+    fn rest(&self) -> &Rest {
+        &self.rest
     }
 }
+
+sequential_verifier!(KSeq, "kseq");
 
 /// Hu et al.'s verifier for their greedy drafts (the n-1 most likely tokens
 /// plus one drawn from q' outside them): accept the drawn token with
@@ -319,7 +416,7 @@ pub struct Greedy {
     p: Vec<f64>,
     rest_law: Vec<f64>,
     top: Vec<usize>,
-    rest: Vec<f64>,
+    rest: Rest,
 }
 
 impl Greedy {
@@ -329,7 +426,7 @@ impl Greedy {
         let top = drafts.greedy_top().to_vec();
         let rest_law = drafts.greedy_rest();
         // (p - q')+ is p itself on the top tokens, where q' is zero.
-        let rest = residual(&p, &rest_law);
+        let rest = Rest::new(residual(&p, &rest_law));
         Self {
             p,
             rest_law,
@@ -339,12 +436,8 @@ impl Greedy {
     }
 }
 
-impl Verifier for Greedy {
-    fn name(&self) -> &str {
-        "greedy"
-    }
-
-    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+impl Sequential for Greedy {
+    fn steps(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError> {
         check_drafts(drafts, self.top.len() + 1, self.p.len())?;
         let mut outside = drafts.iter().filter(|t| !self.top.contains(t));
         let (Some(&x), None) = (outside.next(), outside.next()) else {
@@ -353,10 +446,15 @@ impl Verifier for Greedy {
         if self.rest_law[x] <= 0.0 || !self.top.iter().all(|t| drafts.contains(t)) {
             return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
         }
-        let a = accept_prob(&self.p, &self.rest_law, x);
-        Ok(mix(&[(x, a)], 1.0 - a, &self.rest))
+        Ok(vec![(x, accept_prob(&self.p, &self.rest_law, x))])
+    }
+
+    fn rest(&self) -> &Rest {
+        &self.rest
     }
 }
+
+sequential_verifier!(Greedy, "greedy");
 
 /// The optimal verifier of mdsd-flow (max flow over draft sets).
 pub struct OptimalFlow {
