@@ -1,7 +1,7 @@
 //! # mdsd-benches
 //!
 //! Criterion benchmarks across the mdsd crates (`cargo bench -p mdsd-benches`)
-//! and the fixtures they share: [`real_rows`] loads the real full-vocabulary
+//! and the fixtures they and the test suites share (not published): [`real_rows`] loads the real full-vocabulary
 //! rows of `data/qwen-coder-dense-8rows.npz`, and [`iid_instance`] the fixed
 //! small instances of the solver benchmarks.
 //!
@@ -13,9 +13,10 @@
 
 use std::path::PathBuf;
 
-use mdsd_core::{Distribution, DraftScheme, Problem};
+use mdsd_core::{Distribution, DraftScheme, Problem, SchemeKind};
 use ndarray::Array2;
 use ndarray_npy::NpzReader;
+use proptest::prelude::*;
 
 /// The 8 real (target, draft) rows at V = 151936, renormalised in f64.
 ///
@@ -55,4 +56,73 @@ pub fn iid_instance(v: usize, n: usize) -> Problem {
             .collect(),
     );
     Problem::new(p, DraftScheme::iid(q, n).expect("n >= 1")).expect("same vocabulary")
+}
+
+/// A small problem built from raw parameters, for property tests: V = `v`
+/// tokens and `n` drafts (capped at V where drafts must be distinct);
+/// `weights` and `zeros` hold at least 6 entries per distribution (p first,
+/// then the drafts), flat (`x + 1e-3`) or `peaked` (`x^6 + 1e-9`), an entry
+/// zeroed where `zeros` says so, keeping the first entry of p and enough
+/// entries of q for the scheme positive.
+///
+/// # Panics
+/// If `weights` or `zeros` are too short, or `v` is 0 or above 6.
+pub fn small_problem(
+    kind: SchemeKind,
+    v: usize,
+    n: usize,
+    weights: &[f64],
+    zeros: &[bool],
+    peaked: bool,
+) -> Problem {
+    let shape = |x: f64| if peaked { x.powi(6) + 1e-9 } else { x + 1e-3 };
+    let distinct = matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Greedy);
+    let n = if distinct { n.min(v) } else { n };
+    let draw = |i: usize, keep: usize| {
+        let row: Vec<f64> = (0..v)
+            .map(|j| {
+                if zeros[i * 6 + j] && j >= keep {
+                    0.0
+                } else {
+                    shape(weights[i * 6 + j])
+                }
+            })
+            .collect();
+        let total: f64 = row.iter().sum();
+        Distribution::from_probs(row.iter().map(|x| x / total).collect::<Vec<_>>())
+            .expect("positive weights")
+    };
+    let qs: Vec<Distribution> = if kind == SchemeKind::Independent {
+        (0..n).map(|i| draw(1 + i, 1)).collect()
+    } else {
+        vec![draw(1, if distinct { n } else { 1 })]
+    };
+    Problem::new(
+        draw(0, 1),
+        DraftScheme::new(kind, qs, n).expect("valid scheme"),
+    )
+    .expect("same vocabulary")
+}
+
+/// Weights scaled to sum to 1, as a distribution.
+///
+/// # Panics
+/// If the weights are not finite, non-negative and with a positive sum.
+pub fn normalised(weights: &[f64]) -> Distribution {
+    let total: f64 = weights.iter().sum();
+    Distribution::from_probs(weights.iter().map(|x| x / total).collect::<Vec<_>>())
+        .expect("valid weights")
+}
+
+/// Random [`small_problem`]s of one scheme: V in 2..=6, n in 1..=3, flat or
+/// peaked, some zeros.
+pub fn small_problems(kind: SchemeKind) -> impl Strategy<Value = Problem> {
+    (
+        2usize..=6,
+        1usize..=3,
+        prop::collection::vec(0.0f64..1.0, 24),
+        prop::collection::vec(prop::bool::weighted(0.2), 24),
+        prop::bool::ANY,
+    )
+        .prop_map(move |(v, n, w, zero, peaked)| small_problem(kind, v, n, &w, &zero, peaked))
 }

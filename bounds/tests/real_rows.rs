@@ -1,7 +1,5 @@
 //! Full-vocabulary (V = 151936) rows of the real Qwen2.5-Coder pairs.
 
-mod common;
-
 use mdsd_bounds::{
     IidAlgorithm, acceptance_upper_bound, optimal_acceptance_iid, optimal_acceptance_wor,
 };
@@ -9,7 +7,7 @@ use mdsd_core::{DraftScheme, Problem};
 
 #[test]
 fn iid_sort_and_selection_agree_and_grow_with_n() {
-    for (row, (p, q)) in common::real_rows().into_iter().enumerate() {
+    for (row, (p, q)) in mdsd_benches::real_rows().into_iter().enumerate() {
         let tv = p.total_variation(&q).unwrap();
         let mut previous = 0.0;
         for n in 1..=8 {
@@ -48,7 +46,7 @@ fn iid_sort_and_selection_agree_and_grow_with_n() {
 /// than i.i.d.; at n = 1 the two coincide.
 #[test]
 fn without_replacement_dominates_iid() {
-    for (row, (p, q)) in common::real_rows().into_iter().enumerate().step_by(2) {
+    for (row, (p, q)) in mdsd_benches::real_rows().into_iter().enumerate().step_by(2) {
         for n in [1, 2, 4] {
             let iid = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Selection).unwrap();
             let wor = optimal_acceptance_wor(

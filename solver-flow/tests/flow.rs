@@ -1,8 +1,9 @@
 //! Max flow against the LP and the closed-form bound, the plan's marginals,
 //! the min-cut certificate, the decomposition, and the verifier object.
 
+use mdsd_benches::{normalised, small_problems};
 use mdsd_bounds::{acceptance_upper_bound, optimal_acceptance};
-use mdsd_core::{Distribution, DraftScheme, Problem, SchemeKind};
+use mdsd_core::{DraftScheme, Problem, SchemeKind};
 use mdsd_flow::{FlowError, FlowSolver, outer_absorption_closed_form};
 use mdsd_lp::{Formulation, LpSolver};
 use proptest::prelude::*;
@@ -10,46 +11,6 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 const TOL: f64 = 1e-9;
-
-fn normalised(w: &[f64]) -> Distribution {
-    let total: f64 = w.iter().sum();
-    Distribution::from_probs(w.iter().map(|x| x / total).collect::<Vec<_>>()).unwrap()
-}
-
-/// V in 2..=6, n in 1..=3, weights flat or peaked (cubed), some zeros.
-fn problems(kind: SchemeKind) -> impl Strategy<Value = Problem> {
-    (
-        2usize..=6,
-        1usize..=3,
-        prop::collection::vec(0.0f64..1.0, 24),
-        prop::collection::vec(prop::bool::weighted(0.2), 24),
-        prop::bool::ANY,
-    )
-        .prop_map(move |(v, n, w, zero, peaked)| {
-            let shape = |x: f64| if peaked { x.powi(6) + 1e-9 } else { x + 1e-3 };
-            let draw = |i: usize, keep: usize| {
-                let row: Vec<f64> = (0..v)
-                    .map(|j| {
-                        if zero[i * 6 + j] && j >= keep {
-                            0.0
-                        } else {
-                            shape(w[i * 6 + j])
-                        }
-                    })
-                    .collect();
-                normalised(&row)
-            };
-            let distinct = matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Greedy);
-            let n = if distinct { n.min(v) } else { n };
-            let p = draw(0, 1);
-            let qs: Vec<Distribution> = if kind == SchemeKind::Independent {
-                (0..n).map(|i| draw(1 + i, 1)).collect()
-            } else {
-                vec![draw(1, if distinct { n } else { 1 })]
-            };
-            Problem::new(p, DraftScheme::new(kind, qs, n).unwrap()).unwrap()
-        })
-}
 
 fn check(problem: &Problem) -> Result<(), TestCaseError> {
     let bound = optimal_acceptance(problem).unwrap();
@@ -119,16 +80,16 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
-    fn iid(problem in problems(SchemeKind::Iid)) { check(&problem)?; }
+    fn iid(problem in small_problems(SchemeKind::Iid)) { check(&problem)?; }
 
     #[test]
-    fn without_replacement(problem in problems(SchemeKind::WithoutReplacement)) { check(&problem)?; }
+    fn without_replacement(problem in small_problems(SchemeKind::WithoutReplacement)) { check(&problem)?; }
 
     #[test]
-    fn greedy(problem in problems(SchemeKind::Greedy)) { check(&problem)?; }
+    fn greedy(problem in small_problems(SchemeKind::Greedy)) { check(&problem)?; }
 
     #[test]
-    fn independent(problem in problems(SchemeKind::Independent)) { check(&problem)?; }
+    fn independent(problem in small_problems(SchemeKind::Independent)) { check(&problem)?; }
 }
 
 /// Independent drafts beyond the subset search (V = 24): flow is the exact

@@ -3,11 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-
 use mdsd_core::{Distribution, DraftScheme, SchemeKind};
-use ndarray::Array2;
-use ndarray_npy::NpzReader;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -72,21 +68,4 @@ pub fn instances(kind: SchemeKind, max_v: usize, max_n: usize) -> impl Strategy<
                 drafts: DraftScheme::new(kind, qs, n).unwrap(),
             }
         })
-}
-
-/// The 8 real full-vocabulary rows of `data/qwen-coder-dense-8rows.npz`,
-/// renormalised in f64: `(p, q)` pairs.
-pub fn real_rows() -> Vec<(Distribution, Distribution)> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/qwen-coder-dense-8rows.npz");
-    let mut npz = NpzReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let p: Array2<f32> = npz.by_name("p.npy").unwrap();
-    let q: Array2<f32> = npz.by_name("q.npy").unwrap();
-    let to_dist = |row: ndarray::ArrayView1<f32>| {
-        Distribution::from_probs(row.iter().map(|&x| f64::from(x)).collect::<Vec<_>>()).unwrap()
-    };
-    p.rows()
-        .into_iter()
-        .zip(q.rows())
-        .map(|(p, q)| (to_dist(p), to_dist(q)))
-        .collect()
 }
