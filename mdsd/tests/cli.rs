@@ -603,3 +603,35 @@ fn compare_rates_verifiers_exactly() {
         );
     }
 }
+
+#[test]
+fn compare_in_sampling_mode() {
+    let args = [
+        "compare",
+        "-p",
+        "0.5,0.3,0.2",
+        "-q",
+        "0.2,0.3,0.5",
+        "-n",
+        "2",
+        "--samples",
+        "100000",
+        "--seed",
+        "9",
+        "--json",
+    ];
+    let doc = json(&args);
+    for v in doc["verifiers"].as_array().unwrap() {
+        assert!(v["max_marginal_error"].is_null());
+        let p_value = v["chi2_p_value"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&p_value));
+    }
+    let specinfer = doc["verifiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "specinfer")
+        .unwrap();
+    assert!((specinfer["acceptance"].as_f64().unwrap() - 0.76).abs() < 0.01);
+    assert_eq!(doc, json(&args), "the same seed gives the same report");
+}

@@ -66,9 +66,16 @@ struct CompareArgs {
     /// Comma-separated verifier names (default: every one that supports the scheme).
     #[arg(long, value_delimiter = ',')]
     verifiers: Vec<String>,
-    /// Exact mode: enumerate the draft law (the default, and for now the only mode).
-    #[arg(long)]
+    /// Exact mode: enumerate the draft law (the default).
+    #[arg(long, conflicts_with = "samples")]
     exact: bool,
+    /// Sampling mode: this many draws per verifier, chi-square test of the
+    /// output against p (any vocabulary size).
+    #[arg(long, value_name = "N")]
+    samples: Option<u64>,
+    /// Seed of the sampling mode.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -243,22 +250,31 @@ fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
     } else {
         compare.verifiers.clone()
     };
-    let reports = names
-        .iter()
-        .map(|name| {
-            let verifier = mdsd::verify::prepare(name, problem)?;
-            mdsd::verify::exact(
+    let alpha_star = mdsd::verify::alpha_star(problem)?;
+    let mut rows = Vec::with_capacity(names.len());
+    for name in &names {
+        let verifier = mdsd::verify::prepare(name, problem)?;
+        rows.push(match compare.samples {
+            Some(draws) => output::ComparedRow::from(&mdsd::verify::sampled(
+                problem,
+                verifier.as_ref(),
+                draws,
+                compare.seed,
+            )?),
+            None => output::ComparedRow::from(&mdsd::verify::exact(
                 problem,
                 verifier.as_ref(),
                 mdsd::core::DEFAULT_ENUMERATION_LIMIT,
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let alpha_star = mdsd::verify::alpha_star(problem)?;
+            )?),
+        });
+    }
     if args.json {
-        println!("{}", output::compare_json(alpha_star, &reports));
+        println!("{}", output::compare_json(alpha_star, &rows));
     } else {
-        print!("{}", output::compare_table(args, alpha_star, &reports));
+        print!(
+            "{}",
+            output::compare_table(args, alpha_star, compare.samples, &rows)
+        );
     }
     Ok(())
 }

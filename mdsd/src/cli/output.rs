@@ -1,6 +1,6 @@
 //! The two output forms: one JSON document, or a readable table.
 
-use mdsd::verify::ExactReport;
+use mdsd::verify::{ExactReport, SampledReport};
 use mdsd::{Bound, FlowSolution, LpSolution, Plan};
 use serde_json::json;
 
@@ -150,17 +150,47 @@ impl Report<'_> {
     }
 }
 
-/// `mdsd compare --json`: alpha* and one entry per verifier; exact mode has
-/// no chi-square p-value.
-pub fn compare_json(alpha_star: f64, reports: &[ExactReport]) -> String {
-    let verifiers: Vec<serde_json::Value> = reports
+/// One verifier's line in `mdsd compare`: exact mode has the marginal
+/// error and no p-value, sampling mode the reverse.
+pub struct ComparedRow {
+    name: String,
+    acceptance: f64,
+    max_marginal_error: Option<f64>,
+    chi2_p_value: Option<f64>,
+}
+
+impl From<&ExactReport> for ComparedRow {
+    fn from(r: &ExactReport) -> Self {
+        Self {
+            name: r.name.clone(),
+            acceptance: r.acceptance,
+            max_marginal_error: Some(r.max_marginal_error.max(r.max_law_error)),
+            chi2_p_value: None,
+        }
+    }
+}
+
+impl From<&SampledReport> for ComparedRow {
+    fn from(r: &SampledReport) -> Self {
+        Self {
+            name: r.name.clone(),
+            acceptance: r.acceptance,
+            max_marginal_error: None,
+            chi2_p_value: Some(r.chi2_p_value),
+        }
+    }
+}
+
+/// `mdsd compare --json`: alpha* and one entry per verifier.
+pub fn compare_json(alpha_star: f64, rows: &[ComparedRow]) -> String {
+    let verifiers: Vec<serde_json::Value> = rows
         .iter()
         .map(|r| {
             json!({
                 "name": r.name,
                 "acceptance": r.acceptance,
-                "max_marginal_error": r.max_marginal_error.max(r.max_law_error),
-                "chi2_p_value": null,
+                "max_marginal_error": r.max_marginal_error,
+                "chi2_p_value": r.chi2_p_value,
             })
         })
         .collect();
@@ -168,23 +198,35 @@ pub fn compare_json(alpha_star: f64, reports: &[ExactReport]) -> String {
 }
 
 /// `mdsd compare`: a table of verifiers against alpha*.
-pub fn compare_table(args: &ProblemArgs, alpha_star: f64, reports: &[ExactReport]) -> String {
+pub fn compare_table(
+    args: &ProblemArgs,
+    alpha_star: f64,
+    samples: Option<u64>,
+    rows: &[ComparedRow],
+) -> String {
+    let mode = match samples {
+        Some(draws) => format!("{draws} draws"),
+        None => "exact enumeration".into(),
+    };
     let mut out = format!(
-        "scheme {}, n = {}, exact enumeration; alpha* = {alpha_star:.12}\n{:<14}  {:>14}  {:>14}  {:>16}\n",
+        "scheme {}, n = {}, {mode}; alpha* = {alpha_star:.12}\n{:<14}  {:>14}  {:>14}  {:>14}  {:>12}\n",
         args.scheme.name(),
         args.n,
         "verifier",
         "acceptance",
         "gap to alpha*",
-        "max |out - p|"
+        "max |out - p|",
+        "chi2 p"
     );
-    for r in reports {
+    let cell = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3e}"));
+    for r in rows {
         out += &format!(
-            "{:<14}  {:>14.12}  {:>14.3e}  {:>16.3e}\n",
+            "{:<14}  {:>14.12}  {:>14.3e}  {:>14}  {:>12}\n",
             r.name,
             r.acceptance,
-            r.gap(),
-            r.max_marginal_error.max(r.max_law_error)
+            alpha_star - r.acceptance,
+            cell(r.max_marginal_error),
+            cell(r.chi2_p_value)
         );
     }
     out
