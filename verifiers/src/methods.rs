@@ -274,15 +274,53 @@ pub struct RrsWithoutReplacement {
     p: Vec<f64>,
     q: Vec<f64>,
     n: usize,
+    /// p_2 = (p - q)+ renormalised, the target after the first rejection.
+    second: Vec<f64>,
+    second_sampler: CumulativeDistribution,
+    /// The ratios p_2 / q in ascending order (q = 0 last, as +inf), with the
+    /// masses of p_2 and q from each position on: G(C) in O(log V).
+    ratios: Vec<f64>,
+    second_from: Vec<f64>,
+    q_from: Vec<f64>,
 }
 
 impl RrsWithoutReplacement {
     pub fn new(problem: &Problem) -> Self {
-        Self {
-            p: problem.target().probs().to_vec(),
-            q: problem.drafts().drafts()[0].probs().to_vec(),
-            n: problem.drafts().n(),
+        let p = problem.target().probs().to_vec();
+        let q = problem.drafts().drafts()[0].probs().to_vec();
+        let second = residual(&p, &q);
+        let ratio = |y: usize| {
+            if q[y] > 0.0 {
+                second[y] / q[y]
+            } else {
+                f64::INFINITY
+            }
+        };
+        let mut order: Vec<usize> = (0..p.len()).collect();
+        order.sort_unstable_by(|&a, &b| ratio(a).total_cmp(&ratio(b)));
+        let ratios = order.iter().map(|&y| ratio(y)).collect();
+        let mut second_from = vec![0.0; p.len() + 1];
+        let mut q_from = vec![0.0; p.len() + 1];
+        for (k, &y) in order.iter().enumerate().rev() {
+            second_from[k] = second_from[k + 1] + second[y];
+            q_from[k] = q_from[k + 1] + q[y];
         }
+        Self {
+            second_sampler: CumulativeDistribution::new(&second),
+            n: problem.drafts().n(),
+            p,
+            q,
+            second,
+            ratios,
+            second_from,
+            q_from,
+        }
+    }
+
+    /// G(C) = Σ_y (p_2(y) - C q(y))+, from the tokens whose ratio exceeds C.
+    fn excess(&self, c: f64) -> f64 {
+        let k = self.ratios.partition_point(|&r| r <= c);
+        (self.second_from[k] - c * self.q_from[k]).max(0.0)
     }
 }
 
@@ -314,6 +352,58 @@ impl Verifier for RrsWithoutReplacement {
             law.iter_mut().for_each(|v| *v /= total);
         }
         Ok(mix(&points, remaining, &target))
+    }
+
+    /// O(n log V) per draw. After the first rejection every target has the
+    /// form p_(i+1)(y) = (p_2(y) - C_i q(y))+ / N_i on the tokens not drafted
+    /// yet (zero on the drafted ones), with C_1 = 0, N_1 = 1 and, with c the
+    /// renormaliser of q once x_1..x_i are removed,
+    ///   C_(i+1) = C_i + c N_i,
+    ///   N_(i+1) = G(C_(i+1)) - Σ_(j <= i) (p_2(x_j) - C_(i+1) q(x_j))+,
+    /// G from the sorted ratios p_2 / q. The last residual is drawn from p_2
+    /// by rejection (keep y with probability (1 - C_n q(y) / p_2(y))+), about
+    /// 1 / N_n proposals, reached with probability about N_n. The mass left in
+    /// q is 1 - q(drafted) here, not summed, to stay O(n log V).
+    fn sample(&self, drafts: &[usize], rng: &mut dyn RngCore) -> Result<usize, VerifyError> {
+        check_drafts(drafts, self.n, self.p.len())?;
+        let impossible = || VerifyError::ImpossibleDrafts(drafts.to_vec());
+        let first = drafts[0];
+        if self.q[first] <= 0.0 {
+            return Err(impossible());
+        }
+        if rng.random::<f64>() < accept_prob(&self.p, &self.q, first) {
+            return Ok(first);
+        }
+        let (mut c_acc, mut norm, mut drafted_mass) = (0.0, 1.0, self.q[first]);
+        for (i, &x) in drafts.iter().enumerate().skip(1) {
+            if self.q[x] <= 0.0 || drafts[..i].contains(&x) {
+                return Err(impossible());
+            }
+            let c = 1.0 / (1.0 - drafted_mass);
+            let target = (self.second[x] - c_acc * self.q[x]).max(0.0) / norm;
+            if rng.random::<f64>() < (target / (c * self.q[x])).min(1.0) {
+                return Ok(x);
+            }
+            let next = c_acc + c * norm;
+            let drafted_excess: f64 = drafts[..i]
+                .iter()
+                .map(|&y| (self.second[y] - next * self.q[y]).max(0.0))
+                .sum();
+            norm = self.excess(next) - drafted_excess;
+            c_acc = next;
+            drafted_mass += self.q[x];
+            if norm <= 0.0 {
+                // Rejection had probability 0 up to rounding; p_2 stands in.
+                break;
+            }
+        }
+        loop {
+            let y = self.second_sampler.sample(rng);
+            let keep = (1.0 - c_acc * self.q[y] / self.second[y]).max(0.0);
+            if !drafts.contains(&y) && rng.random::<f64>() < keep {
+                return Ok(y);
+            }
+        }
     }
 }
 

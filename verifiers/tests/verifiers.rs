@@ -239,26 +239,43 @@ fn the_harness_catches_a_broken_verifier() {
     );
 }
 
+/// Each verifier's own sampler (O(n log V) where it has one) draws from its
+/// exact conditional law, for every ordered draft tuple of a small problem.
 #[test]
 fn sampling_follows_the_conditional_law() {
-    let p = normalised(&[0.4, 0.3, 0.2, 0.1]);
-    let q = normalised(&[0.1, 0.2, 0.3, 0.4]);
-    let problem = Problem::new(p, DraftScheme::without_replacement(q, 2).unwrap()).unwrap();
-    let verifier = prepare("rrs-wor", &problem).unwrap();
-    let drafts = [3, 2];
-    let law = verifier.conditional(&drafts).unwrap();
+    let p = normalised(&[0.35, 0.25, 0.2, 0.12, 0.08]);
+    let q = normalised(&[0.1, 0.15, 0.3, 0.05, 0.4]);
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let draws = 100_000;
-    let mut counts = [0usize; 4];
-    for _ in 0..draws {
-        counts[verifier.sample(&drafts, &mut rng).unwrap()] += 1;
-    }
-    for (y, w) in law {
-        let freq = counts[y] as f64 / draws as f64;
-        assert!(
-            (freq - w).abs() <= 5.0 * (w * (1.0 - w) / draws as f64).sqrt() + 1e-12,
-            "{y}: {freq} vs {w}"
-        );
+    let draws = 20_000;
+    for drafts in [
+        DraftScheme::without_replacement(q.clone(), 3).unwrap(),
+        DraftScheme::iid(q.clone(), 3).unwrap(),
+        DraftScheme::greedy(q.clone(), 3).unwrap(),
+    ] {
+        let problem = Problem::new(p.clone(), drafts).unwrap();
+        let tuples = problem
+            .drafts()
+            .tuple_law(DEFAULT_ENUMERATION_LIMIT)
+            .unwrap();
+        for name in verifier_names().filter(|n| supports(n, problem.drafts().kind()).unwrap()) {
+            let verifier = prepare(name, &problem).unwrap();
+            for tuple in &tuples.outcomes {
+                let law = verifier.conditional(tuple).unwrap();
+                let mut counts = [0usize; 5];
+                for _ in 0..draws {
+                    counts[verifier.sample(tuple, &mut rng).unwrap()] += 1;
+                }
+                for (y, &count) in counts.iter().enumerate() {
+                    let w = law.iter().find(|l| l.0 == y).map_or(0.0, |l| l.1);
+                    let freq = count as f64 / draws as f64;
+                    let se = (w * (1.0 - w) / draws as f64).sqrt();
+                    assert!(
+                        (freq - w).abs() <= 5.0 * se + 1e-12,
+                        "{name} {tuple:?} token {y}: {freq} vs {w}"
+                    );
+                }
+            }
+        }
     }
 }
 
