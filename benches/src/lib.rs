@@ -59,7 +59,8 @@ pub fn iid_instance(v: usize, n: usize) -> Problem {
 }
 
 /// A small problem built from raw parameters, for property tests: V = `v`
-/// tokens and `n` drafts (capped at V where drafts must be distinct);
+/// tokens and `n` drafts (capped at V where drafts must be distinct, and
+/// replaced by the scheme's own count where it fixes one);
 /// `weights` and `zeros` hold at least 6 entries per distribution (p first,
 /// then the drafts), flat (`x + 1e-3`) or `peaked` (`x^6 + 1e-9`), an entry
 /// zeroed where `zeros` says so, keeping the first entry of p and enough
@@ -76,8 +77,10 @@ pub fn small_problem(
     peaked: bool,
 ) -> Problem {
     let shape = |x: f64| if peaked { x.powi(6) + 1e-9 } else { x + 1e-3 };
-    let distinct = matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Greedy);
-    let n = if distinct { n.min(v) } else { n };
+    let distinct = kind.draws_distinct();
+    let n = kind
+        .fixed_n()
+        .unwrap_or(if distinct { n.min(v) } else { n });
     let draw = |i: usize, keep: usize| {
         let row: Vec<f64> = (0..v)
             .map(|j| {

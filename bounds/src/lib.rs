@@ -12,7 +12,8 @@
 //! is [`optimal_acceptance`] on a [`Problem`]; per scheme:
 //! [`optimal_acceptance_iid`] (sort or expected-O(V) selection),
 //! [`optimal_acceptance_wor`] (exact or exponential-clock quadrature),
-//! [`optimal_acceptance_greedy`], [`optimal_acceptance_independent`] (exact
+//! [`optimal_acceptance_greedy`] (greedy and hub drafts),
+//! [`optimal_acceptance_independent`] (exact
 //! by subsets). [`acceptance_upper_bound`] bounds any verifier by any H, and
 //! [`optimal_acceptance_batch`] runs many rows in parallel.
 //!
@@ -97,7 +98,7 @@ pub fn optimal_acceptance(problem: &Problem) -> Result<Bound, BoundError> {
     match drafts.kind() {
         SchemeKind::Iid => optimal_acceptance_iid(p, q, drafts.n(), IidAlgorithm::default()),
         SchemeKind::WithoutReplacement => optimal_acceptance_wor(p, drafts),
-        SchemeKind::Greedy => optimal_acceptance_greedy(p, drafts),
+        SchemeKind::Greedy | SchemeKind::Hub => optimal_acceptance_greedy(p, drafts),
         SchemeKind::Independent => optimal_acceptance_independent(p, drafts.drafts()),
     }
 }
@@ -139,16 +140,18 @@ pub fn optimal_acceptance_wor(p: &Distribution, drafts: &DraftScheme) -> Result<
     Ok(bound_from(wor::wor_by_prefix(p.probs(), drafts)?))
 }
 
-/// alpha* for Hu et al.'s greedy drafts:
-/// `p(top) + Σ_{y outside top} min(p(y), q'(y))`, with
-/// `H* = top ∪ {y outside top : p(y) < q'(y)}`.
+/// alpha* for Hu et al.'s greedy drafts, and for SpecHub's hub drafts,
+/// whose draft sets are the fixed tokens F (greedy's top n-1, or the hub)
+/// plus one token drawn from q':
+/// `p(F) + Σ_{y outside F} min(p(y), q'(y))`, with
+/// `H* = F ∪ {y outside F : p(y) < q'(y)}`.
 pub fn optimal_acceptance_greedy(
     p: &Distribution,
     drafts: &DraftScheme,
 ) -> Result<Bound, BoundError> {
     check_target(p, drafts)?;
-    let top = drafts.greedy_top();
-    let rest = drafts.greedy_rest();
+    let top = drafts.fixed_tokens();
+    let rest = drafts.free_token_law();
     let p = p.probs();
     let mut alpha: f64 = top.iter().map(|&t| p[t]).sum();
     let mut certificate = top.to_vec();
@@ -203,10 +206,12 @@ fn masses_all_in(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
                 .product();
             (all_in, 1.0 - all_in)
         }
-        SchemeKind::Greedy if drafts.greedy_top().iter().all(|&t| in_set[t]) => {
-            split_mass(&drafts.greedy_rest(), in_set)
+        SchemeKind::Greedy | SchemeKind::Hub
+            if drafts.fixed_tokens().iter().all(|&t| in_set[t]) =>
+        {
+            split_mass(&drafts.free_token_law(), in_set)
         }
-        SchemeKind::Greedy => (0.0, 1.0),
+        SchemeKind::Greedy | SchemeKind::Hub => (0.0, 1.0),
         SchemeKind::WithoutReplacement => wor::wor_masses(drafts, in_set),
     }
 }

@@ -94,6 +94,11 @@ proptest! {
         check(instance)?;
     }
 
+    #[test]
+    fn hub_bound_equals_lp(instance in instances(SchemeKind::Hub, 6, 2)) {
+        check(instance)?;
+    }
+
     /// The ascending-p/q prefix is conjectured optimal for drafts without
     /// replacement (DESIGN §3): test it against every subset at V <= 8.
     #[test]

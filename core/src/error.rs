@@ -49,7 +49,13 @@ pub enum CoreError {
         needed: usize,
         available: usize,
     },
-    #[error("unknown draft scheme {0:?}: expected one of iid, wor, independent, greedy")]
+    #[error("{scheme} drafting draws exactly {required} drafts, got n = {found}")]
+    FixedDraftCount {
+        scheme: &'static str,
+        required: usize,
+        found: usize,
+    },
+    #[error("unknown draft scheme {0:?}: expected one of iid, wor, independent, greedy, hub")]
     UnknownScheme(String),
     #[error("token {token} is out of range for a vocabulary of {vocab_size} tokens")]
     TokenOutOfRange { token: usize, vocab_size: usize },

@@ -14,7 +14,7 @@ use crate::{CoreError, Distribution};
 /// may produce.
 pub const DEFAULT_ENUMERATION_LIMIT: usize = 1_000_000;
 
-/// The four ways of drawing drafts, by their command-line names.
+/// The five ways of drawing drafts, by their command-line names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SchemeKind {
     /// n independent draws from one draft q.
@@ -27,15 +27,21 @@ pub enum SchemeKind {
     /// Hu et al.: the n-1 most likely tokens of q plus one token drawn from q
     /// restricted to the rest.
     Greedy,
+    /// SpecHub (Sun et al. 2024, §4): two drafts, the first x1 ~ q; the
+    /// second is the hub a = argmax q when x1 != a, and is drawn from q
+    /// restricted to the other tokens when x1 = a. Every draft set is {a, x}
+    /// with P = q(x) / (1 - q(a)): the set law of greedy with n = 2.
+    Hub,
 }
 
 impl SchemeKind {
     /// Every scheme, in the order used in tables.
-    pub const ALL: [SchemeKind; 4] = [
+    pub const ALL: [SchemeKind; 5] = [
         SchemeKind::Iid,
         SchemeKind::WithoutReplacement,
         SchemeKind::Independent,
         SchemeKind::Greedy,
+        SchemeKind::Hub,
     ];
 
     /// The scheme's name on the command line and in JSON.
@@ -45,7 +51,22 @@ impl SchemeKind {
             SchemeKind::WithoutReplacement => "wor",
             SchemeKind::Independent => "independent",
             SchemeKind::Greedy => "greedy",
+            SchemeKind::Hub => "hub",
         }
+    }
+
+    /// The number of drafts, where the scheme fixes it (hub: 2).
+    pub fn fixed_n(self) -> Option<usize> {
+        (self == SchemeKind::Hub).then_some(2)
+    }
+
+    /// Whether the drafts are always distinct tokens, which needs n tokens
+    /// of positive draft probability.
+    pub fn draws_distinct(self) -> bool {
+        matches!(
+            self,
+            SchemeKind::WithoutReplacement | SchemeKind::Greedy | SchemeKind::Hub
+        )
     }
 }
 
@@ -103,8 +124,9 @@ pub struct DraftScheme {
     n: usize,
     /// One distribution, or n for [`SchemeKind::Independent`].
     drafts: Vec<Distribution>,
-    /// For greedy: the n-1 deterministic tokens, most likely first.
-    greedy_top: Vec<usize>,
+    /// The tokens in every draft set: greedy's n-1 most likely tokens (most
+    /// likely first), or the hub; empty for the other schemes.
+    fixed_tokens: Vec<usize>,
 }
 
 impl DraftScheme {
@@ -124,6 +146,12 @@ impl DraftScheme {
         Self::new(SchemeKind::Greedy, vec![q], n)
     }
 
+    /// SpecHub's two drafts around the hub argmax q; `q` needs 2 tokens of
+    /// positive probability.
+    pub fn hub(q: Distribution) -> Result<Self, CoreError> {
+        Self::new(SchemeKind::Hub, vec![q], 2)
+    }
+
     /// One draft from each of `qs` (n = `qs.len()`).
     pub fn independent(qs: Vec<Distribution>) -> Result<Self, CoreError> {
         let n = qs.len();
@@ -135,6 +163,13 @@ impl DraftScheme {
     pub fn new(kind: SchemeKind, drafts: Vec<Distribution>, n: usize) -> Result<Self, CoreError> {
         if n == 0 {
             return Err(CoreError::NoDrafts);
+        }
+        if let Some(required) = kind.fixed_n().filter(|&required| required != n) {
+            return Err(CoreError::FixedDraftCount {
+                scheme: kind.name(),
+                required,
+                found: n,
+            });
         }
         let expected = if kind == SchemeKind::Independent {
             n
@@ -153,25 +188,29 @@ impl DraftScheme {
         for (i, q) in drafts.iter().enumerate().skip(1) {
             check_same_len(vocab_size, q, &format!("draft distribution {i}"))?;
         }
-        let needs_distinct = matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Greedy);
         let available = drafts[0].support_size();
-        if needs_distinct && available < n {
+        if kind.draws_distinct() && available < n {
             return Err(CoreError::NotEnoughSupport {
                 scheme: kind.name(),
                 needed: n,
                 available,
             });
         }
-        let greedy_top = if kind == SchemeKind::Greedy {
-            drafts[0].tokens_by_descending_prob()[..n - 1].to_vec()
-        } else {
-            Vec::new()
+        let fixed_tokens = match kind {
+            SchemeKind::Greedy => drafts[0].tokens_by_descending_prob()[..n - 1].to_vec(),
+            // The most likely token, the smallest id among ties (as in the sort).
+            SchemeKind::Hub => {
+                let q = drafts[0].probs();
+                let hub = (1..q.len()).fold(0, |best, t| if q[t] > q[best] { t } else { best });
+                vec![hub]
+            }
+            _ => Vec::new(),
         };
         Ok(Self {
             kind,
             n,
             drafts,
-            greedy_top,
+            fixed_tokens,
         })
     }
 
@@ -203,17 +242,19 @@ impl DraftScheme {
         }
     }
 
-    /// The greedy scheme's n-1 deterministic tokens (empty for other schemes).
-    pub fn greedy_top(&self) -> &[usize] {
-        &self.greedy_top
+    /// The tokens in every draft set: greedy's n-1 most likely tokens, or
+    /// the hub (empty for the other schemes).
+    pub fn fixed_tokens(&self) -> &[usize] {
+        &self.fixed_tokens
     }
 
-    /// For greedy: q restricted to the tokens outside [`Self::greedy_top`]
-    /// and renormalised (q' in DESIGN §3). Zero on the top tokens.
-    pub fn greedy_rest(&self) -> Vec<f64> {
+    /// For greedy and hub drafts, the law of the one draft-set token outside
+    /// [`Self::fixed_tokens`]: q restricted to the other tokens and
+    /// renormalised (q' in DESIGN §3). Zero on the fixed tokens.
+    pub fn free_token_law(&self) -> Vec<f64> {
         let q = self.drafts[0].probs();
         let mut rest = q.to_vec();
-        for &t in &self.greedy_top {
+        for &t in &self.fixed_tokens {
             rest[t] = 0.0;
         }
         // Sum the remaining tokens directly rather than 1 - q(top): no cancellation.
@@ -236,11 +277,15 @@ impl DraftScheme {
                 let s = support(&self.drafts[0]);
                 (0..self.n as u128).fold(1u128, |acc, i| acc.saturating_mul(s - i))
             }
-            SchemeKind::Greedy => {
-                let rest = self.greedy_rest();
-                rest.iter().filter(|&&x| x > 0.0).count() as u128
-            }
+            SchemeKind::Greedy => self.free_token_count(),
+            // (hub, x) and (x, hub) for each x.
+            SchemeKind::Hub => 2 * self.free_token_count(),
         }
+    }
+
+    fn free_token_count(&self) -> u128 {
+        let rest = self.free_token_law();
+        rest.iter().filter(|&&x| x > 0.0).count() as u128
     }
 
     fn check_enumeration_size(&self, limit: usize) -> Result<(), CoreError> {
@@ -269,7 +314,7 @@ impl DraftScheme {
         match self.kind {
             SchemeKind::Iid | SchemeKind::Independent => self.tuple_count().min(sets_up_to(self.n)),
             SchemeKind::WithoutReplacement => binomial(union, self.n as u128),
-            SchemeKind::Greedy => self.tuple_count(),
+            SchemeKind::Greedy | SchemeKind::Hub => self.free_token_count(),
         }
     }
 
@@ -307,12 +352,23 @@ impl DraftScheme {
     ) -> Result<(), CoreError> {
         self.check_enumeration_size(limit)?;
         if self.kind == SchemeKind::Greedy {
-            let mut tuple = self.greedy_top.clone();
+            let mut tuple = self.fixed_tokens.clone();
             tuple.push(0);
-            for (token, &prob) in self.greedy_rest().iter().enumerate() {
+            for (token, &prob) in self.free_token_law().iter().enumerate() {
                 if prob > 0.0 {
                     tuple[self.n - 1] = token;
                     visit(&tuple, prob);
+                }
+            }
+            return Ok(());
+        }
+        if self.kind == SchemeKind::Hub {
+            let hub = self.fixed_tokens[0];
+            let q = self.drafts[0].probs();
+            for (token, &prob) in self.free_token_law().iter().enumerate() {
+                if prob > 0.0 {
+                    visit(&[hub, token], q[hub] * prob);
+                    visit(&[token, hub], q[token]);
                 }
             }
             return Ok(());
@@ -375,9 +431,16 @@ impl DraftScheme {
                     .collect()
             }
             SchemeKind::Greedy => {
-                let mut tuple = self.greedy_top.clone();
-                tuple.push(sample_index(&self.greedy_rest(), rng));
+                let mut tuple = self.fixed_tokens.clone();
+                tuple.push(sample_index(&self.free_token_law(), rng));
                 tuple
+            }
+            SchemeKind::Hub => {
+                let hub = self.fixed_tokens[0];
+                match sample_index(self.drafts[0].probs(), rng) {
+                    first if first == hub => vec![hub, sample_index(&self.free_token_law(), rng)],
+                    first => vec![first, hub],
+                }
             }
         }
     }
@@ -448,13 +511,17 @@ pub struct DraftSampler {
     kind: SchemeKind,
     n: usize,
     laws: Vec<CumulativeDistribution>,
-    greedy_top: Vec<usize>,
+    fixed_tokens: Vec<usize>,
 }
 
 impl DraftSampler {
     pub fn new(drafts: &DraftScheme) -> Self {
         let laws = match drafts.kind {
-            SchemeKind::Greedy => vec![CumulativeDistribution::new(&drafts.greedy_rest())],
+            SchemeKind::Greedy => vec![CumulativeDistribution::new(&drafts.free_token_law())],
+            SchemeKind::Hub => vec![
+                CumulativeDistribution::new(drafts.drafts[0].probs()),
+                CumulativeDistribution::new(&drafts.free_token_law()),
+            ],
             _ => drafts
                 .drafts
                 .iter()
@@ -465,7 +532,7 @@ impl DraftSampler {
             kind: drafts.kind,
             n: drafts.n,
             laws,
-            greedy_top: drafts.greedy_top.clone(),
+            fixed_tokens: drafts.fixed_tokens.clone(),
         }
     }
 
@@ -486,9 +553,16 @@ impl DraftSampler {
                 tuple
             }
             SchemeKind::Greedy => {
-                let mut tuple = self.greedy_top.clone();
+                let mut tuple = self.fixed_tokens.clone();
                 tuple.push(self.laws[0].sample(rng));
                 tuple
+            }
+            SchemeKind::Hub => {
+                let hub = self.fixed_tokens[0];
+                match self.laws[0].sample(rng) {
+                    first if first == hub => vec![hub, self.laws[1].sample(rng)],
+                    first => vec![first, hub],
+                }
             }
         }
     }

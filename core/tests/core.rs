@@ -146,7 +146,7 @@ fn known_laws() {
     assert_eq!(sets.outcomes[0], vec![0, 1]);
     assert!((sets.probs[0] - expected).abs() < 1e-15);
     let greedy = DraftScheme::greedy(q, 2).unwrap();
-    assert_eq!(greedy.greedy_top(), &[2]);
+    assert_eq!(greedy.fixed_tokens(), &[2]);
     let law = greedy.tuple_law(DEFAULT_ENUMERATION_LIMIT).unwrap();
     assert_eq!(law.outcomes, vec![vec![2, 0], vec![2, 1]]);
     assert!((law.probs[0] - 0.4).abs() < 1e-15);
@@ -156,7 +156,7 @@ fn scheme_strategy() -> impl Strategy<Value = DraftScheme> {
     (
         2usize..6,
         1usize..4,
-        0usize..4,
+        0usize..SchemeKind::ALL.len(),
         prop::collection::vec(0.001f64..1.0, 18),
     )
         .prop_map(|(v, n, kind, weights)| {
@@ -168,7 +168,7 @@ fn scheme_strategy() -> impl Strategy<Value = DraftScheme> {
             };
             let n = match kind {
                 SchemeKind::Iid | SchemeKind::Independent => n,
-                _ => n.min(v),
+                _ => kind.fixed_n().unwrap_or(n.min(v)),
             };
             let qs = if kind == SchemeKind::Independent {
                 (0..n).map(draw).collect()

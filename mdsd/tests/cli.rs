@@ -534,7 +534,17 @@ fn compare_rates_verifiers_exactly() {
         .iter()
         .map(|v| v["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["nss", "naive", "specinfer", "kseq", "optimal-flow"]);
+    assert_eq!(
+        names,
+        [
+            "nss",
+            "naive",
+            "specinfer",
+            "kseq",
+            "khisti",
+            "optimal-flow"
+        ]
+    );
     for v in verifiers {
         assert_eq!(v.as_object().unwrap().len(), 4);
         assert!(v["max_marginal_error"].as_f64().unwrap() < 1e-12, "{v}");
@@ -548,6 +558,8 @@ fn compare_rates_verifiers_exactly() {
     assert!((by_name("specinfer") - 0.76).abs() < 1e-12);
     assert!((by_name("kseq") - 0.79135528726).abs() < 1e-10);
     assert!((by_name("optimal-flow") - 0.86).abs() < 1e-9);
+    // Two drafts, every token in the truncation: Khisti et al.'s LP reaches alpha*.
+    assert!((by_name("khisti") - 0.86).abs() < 1e-6);
 
     let doc = json(&[
         "compare",
@@ -564,6 +576,24 @@ fn compare_rates_verifiers_exactly() {
         "--json",
     ]);
     assert!((doc["verifiers"][0]["acceptance"].as_f64().unwrap() - 0.82).abs() < 1e-12);
+
+    // SpecHub on its own hub drafts reaches their alpha*: p(hub) + Σ min(p, q').
+    let doc = json(&[
+        "compare",
+        "-p",
+        "0.5,0.3,0.2",
+        "-q",
+        "0.2,0.3,0.5",
+        "-n",
+        "2",
+        "--scheme",
+        "hub",
+        "--verifiers",
+        "spechub",
+        "--json",
+    ]);
+    assert!((doc["alpha_star"].as_f64().unwrap() - 0.9).abs() < 1e-12);
+    assert!((doc["verifiers"][0]["acceptance"].as_f64().unwrap() - 0.9).abs() < 1e-12);
 
     for (args, expected) in [
         (

@@ -90,6 +90,9 @@ proptest! {
 
     #[test]
     fn independent(problem in small_problems(SchemeKind::Independent)) { check(&problem)?; }
+
+    #[test]
+    fn hub(problem in small_problems(SchemeKind::Hub)) { check(&problem)?; }
 }
 
 /// Independent drafts beyond the subset search (V = 24): flow is the exact

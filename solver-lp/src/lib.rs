@@ -309,15 +309,52 @@ impl LpSolver {
 
     fn solve_relaxed(&self, problem: &Problem) -> Result<LpSolution, LpError> {
         let p = problem.target().probs();
-        let v = p.len();
         // Each tuple is enumerated on the way to its set: the budget bounds them.
         let sets = self.within_budget(problem)?.set_law(self.max_variables)?;
-        // One variable per (set, token in the set with p > 0).
-        let pairs: Vec<(usize, usize)> = sets
+        let (accepted, lp) = self.assignment_lp(&sets, p)?;
+        let alpha: f64 = accepted.iter().flatten().map(|f| f.1).sum();
+        let (plan, flow) = complete_plan(sets, p, accepted);
+        let certificate = min_cut_certificate(plan.law(), p, &flow, alpha);
+        Ok(self.solution(problem, &lp, alpha, plan, certificate))
+    }
+
+    /// The transportation LP of the relaxed formulation, for any sources:
+    /// each source S splits at most its mass among its tokens, each token y
+    /// takes at most `capacities[y]`; maximise the total taken. Returns, per
+    /// source, the (token, amount) it gives (amounts >= 0). The relaxed OT LP
+    /// is this with the draft sets and p; Khisti et al.'s pair-weight
+    /// selection (mdsd-verify) is this with token pairs.
+    pub fn solve_assignment(
+        &self,
+        sources: &DraftLaw,
+        capacities: &[f64],
+    ) -> Result<Accepted, LpError> {
+        Ok(self.assignment_lp(sources, capacities)?.0)
+    }
+
+    fn assignment_lp(
+        &self,
+        sources: &DraftLaw,
+        capacities: &[f64],
+    ) -> Result<(Accepted, LinearProgram), LpError> {
+        let v = capacities.len();
+        if let Some(&token) = sources.outcomes.iter().flatten().find(|&&y| y >= v) {
+            return Err(CoreError::TokenOutOfRange {
+                token,
+                vocab_size: v,
+            }
+            .into());
+        }
+        // One variable per (source, token in it with positive capacity).
+        let pairs: Vec<(usize, usize)> = sources
             .outcomes
             .iter()
             .enumerate()
-            .flat_map(|(s, set)| set.iter().filter(|&&y| p[y] > 0.0).map(move |&y| (s, y)))
+            .flat_map(|(s, set)| {
+                set.iter()
+                    .filter(|&&y| capacities[y] > 0.0)
+                    .map(move |&y| (s, y))
+            })
             .collect();
         if pairs.len() > self.max_variables {
             return Err(self.too_large(pairs.len() as u128));
@@ -327,28 +364,25 @@ impl LpSolver {
             objective: (0..pairs.len()).collect(),
             ..Default::default()
         };
-        let mut by_set = vec![Vec::new(); sets.len()];
+        let mut by_source = vec![Vec::new(); sources.len()];
         let mut by_token = vec![Vec::new(); v];
         for (k, &(s, y)) in pairs.iter().enumerate() {
-            by_set[s].push(k);
+            by_source[s].push(k);
             by_token[y].push(k);
         }
-        for (s, vars) in by_set.into_iter().enumerate() {
-            lp.row(vars, RowKind::AtMost, sets.probs[s]);
+        for (s, vars) in by_source.into_iter().enumerate() {
+            lp.row(vars, RowKind::AtMost, sources.probs[s]);
         }
         for (y, vars) in by_token.into_iter().enumerate() {
             if !vars.is_empty() {
-                lp.row(vars, RowKind::AtMost, p[y]);
+                lp.row(vars, RowKind::AtMost, capacities[y]);
             }
         }
         let x = self.run(&lp)?;
-        let alpha: f64 = x.iter().map(|f| f.max(0.0)).sum();
-        let mut accepted: Accepted = vec![Vec::new(); sets.len()];
+        let mut accepted: Accepted = vec![Vec::new(); sources.len()];
         for (k, &(s, y)) in pairs.iter().enumerate() {
-            accepted[s].push((y, x[k]));
+            accepted[s].push((y, x[k].max(0.0)));
         }
-        let (plan, flow) = complete_plan(sets, p, accepted);
-        let certificate = min_cut_certificate(plan.law(), p, &flow, alpha);
-        Ok(self.solution(problem, &lp, alpha, plan, certificate))
+        Ok((accepted, lp))
     }
 }

@@ -19,12 +19,12 @@ proptest! {
         weights in prop::collection::vec(0.0f64..1.0, 12),
         v in 2usize..6,
         n in 1usize..4,
-        kind in 0usize..4,
+        kind in 0usize..SchemeKind::ALL.len(),
     ) {
         let kind = SchemeKind::ALL[kind];
         let p = normalised(&[&weights[..v - 1], &[1e-3]].concat());
         let q = normalised(&weights[6..6 + v].iter().map(|x| x + 0.05).collect::<Vec<_>>());
-        let n = if kind == SchemeKind::Iid || kind == SchemeKind::Independent { n } else { n.min(v) };
+        let n = kind.fixed_n().unwrap_or(if kind.draws_distinct() { n.min(v) } else { n });
         let qs = if kind == SchemeKind::Independent { vec![q; n] } else { vec![q] };
         let problem = Problem::new(p, DraftScheme::new(kind, qs, n).unwrap()).unwrap();
         for formulation in [Formulation::Full, Formulation::Relaxed] {

@@ -10,7 +10,8 @@
 //! and tests the output against p by chi-square.
 //!
 //! Verifiers by name ([`prepare`]): `nss`, `naive`, `specinfer`, `rrs-wor`,
-//! `kseq`, `greedy`, `optimal-flow`. Closed-form acceptances:
+//! `kseq`, `spechub` (on its own hub drafts, [`SchemeKind::Hub`]), `khisti`,
+//! `greedy`, `optimal-flow`. Closed-form acceptances:
 //! [`nss_acceptance`], [`naive_acceptance`], [`specinfer_acceptance`],
 //! [`kseq_acceptance`].
 //!
@@ -49,6 +50,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod khisti;
 mod methods;
 mod residual;
 mod sampling;
@@ -56,10 +58,14 @@ mod sampling;
 use mdsd_bounds::{BoundError, optimal_acceptance};
 use mdsd_core::{CoreError, Problem, SchemeKind, sample_index};
 use mdsd_flow::{FlowError, FlowSolver};
+use mdsd_lp::LpError;
 use rand::RngCore;
 use thiserror::Error;
 
-pub use methods::{Greedy, KSeq, Naive, Nss, OptimalFlow, RrsWithoutReplacement, SpecInfer};
+pub use khisti::{KHISTI_MAX_TRUNCATION, KHISTI_TRUNCATION, Khisti};
+pub use methods::{
+    Greedy, KSeq, Naive, Nss, OptimalFlow, RrsWithoutReplacement, SpecHub, SpecInfer,
+};
 pub use sampling::{SampledReport, sampled};
 
 /// A law over output tokens: `(token, probability)` pairs, tokens distinct,
@@ -75,6 +81,10 @@ pub enum VerifyError {
     Bound(#[from] BoundError),
     #[error(transparent)]
     Flow(#[from] FlowError),
+    #[error(transparent)]
+    Lp(#[from] LpError),
+    #[error("khisti truncation s = {truncation} is out of range: it must be in 1..={max}")]
+    Truncation { truncation: usize, max: usize },
     #[error("unknown verifier {name:?}: expected one of {}", VERIFIERS.map(|v| v.0).join(", "))]
     UnknownVerifier { name: String },
     #[error("verifier {verifier} does not support {scheme} drafts (it supports: {supported})")]
@@ -112,12 +122,14 @@ pub trait Verifier: Sync {
 }
 
 /// Every verifier by name, with the schemes it supports.
-const VERIFIERS: [(&str, &[SchemeKind]); 7] = [
+const VERIFIERS: [(&str, &[SchemeKind]); 9] = [
     ("nss", &SchemeKind::ALL),
     ("naive", &SchemeKind::ALL),
     ("specinfer", &[SchemeKind::Iid, SchemeKind::Independent]),
     ("rrs-wor", &[SchemeKind::WithoutReplacement]),
     ("kseq", &[SchemeKind::Iid]),
+    ("spechub", &[SchemeKind::Hub]),
+    ("khisti", &[SchemeKind::Iid, SchemeKind::Independent]),
     ("greedy", &[SchemeKind::Greedy]),
     ("optimal-flow", &SchemeKind::ALL),
 ];
@@ -165,6 +177,8 @@ pub fn prepare(name: &str, problem: &Problem) -> Result<Box<dyn Verifier>, Verif
         "specinfer" => Box::new(SpecInfer::new(problem)),
         "rrs-wor" => Box::new(RrsWithoutReplacement::new(problem)),
         "kseq" => Box::new(KSeq::new(problem)),
+        "spechub" => Box::new(SpecHub::new(problem)),
+        "khisti" => Box::new(Khisti::new(problem, KHISTI_TRUNCATION)?),
         "greedy" => Box::new(Greedy::new(problem)),
         _ => Box::new(OptimalFlow::new(problem)?),
     })
@@ -277,14 +291,21 @@ fn inclusion_probs(problem: &Problem, from: usize) -> Result<Vec<f64>, VerifyErr
                 .map(|q| q.probs())
                 .collect::<Vec<_>>(),
         )),
-        SchemeKind::Greedy => {
+        // The hub's second draft depends on the first: no product form.
+        SchemeKind::Hub if from > 0 => Err(VerifyError::Unsupported {
+            verifier: "closed-form acceptance",
+            scheme: SchemeKind::Hub,
+            supported: "iid, independent, greedy".into(),
+        }),
+        // Every hub draft set is the hub plus one token drawn from q'.
+        SchemeKind::Greedy | SchemeKind::Hub => {
             // Drafts 0..n-1 are the top tokens; the drawn one is draft n - 1.
             let mut inclusion = if drafts.n() > from {
-                drafts.greedy_rest()
+                drafts.free_token_law()
             } else {
                 vec![0.0; v]
             };
-            for &t in drafts.greedy_top().iter().skip(from) {
+            for &t in drafts.fixed_tokens().iter().skip(from) {
                 inclusion[t] = 1.0;
             }
             Ok(inclusion)

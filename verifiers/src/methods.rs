@@ -9,7 +9,7 @@ use crate::residual::{accept_prob, overlap, residual};
 use crate::{OutputLaw, Verifier, VerifyError};
 
 /// Point masses on drafts plus a weighted residual law, as one output law.
-fn mix(points: &[(usize, f64)], rest_weight: f64, rest: &[f64]) -> OutputLaw {
+pub(crate) fn mix(points: &[(usize, f64)], rest_weight: f64, rest: &[f64]) -> OutputLaw {
     let mut dense: Vec<f64> = rest.iter().map(|r| rest_weight * r).collect();
     for &(y, w) in points {
         dense[y] += w;
@@ -23,12 +23,12 @@ fn mix(points: &[(usize, f64)], rest_weight: f64, rest: &[f64]) -> OutputLaw {
 
 /// A residual law, with its sampler.
 pub(crate) struct Rest {
-    law: Vec<f64>,
-    sampler: CumulativeDistribution,
+    pub(crate) law: Vec<f64>,
+    pub(crate) sampler: CumulativeDistribution,
 }
 
 impl Rest {
-    fn new(law: Vec<f64>) -> Self {
+    pub(crate) fn new(law: Vec<f64>) -> Self {
         Self {
             sampler: CumulativeDistribution::new(&law),
             law,
@@ -94,7 +94,7 @@ macro_rules! sequential_verifier {
     };
 }
 
-fn check_drafts(drafts: &[usize], n: usize, vocab: usize) -> Result<(), VerifyError> {
+pub(crate) fn check_drafts(drafts: &[usize], n: usize, vocab: usize) -> Result<(), VerifyError> {
     if drafts.len() != n {
         return Err(VerifyError::DraftCount {
             expected: n,
@@ -111,7 +111,7 @@ fn check_drafts(drafts: &[usize], n: usize, vocab: usize) -> Result<(), VerifyEr
 }
 
 /// Draft `i`'s own law: q_i for independent drafts, q otherwise.
-fn draft_law(drafts: &DraftScheme, i: usize) -> &[f64] {
+pub(crate) fn draft_law(drafts: &DraftScheme, i: usize) -> &[f64] {
     let all = drafts.drafts();
     all[i.min(all.len() - 1)].probs()
 }
@@ -174,17 +174,19 @@ impl Naive {
     }
 }
 
-/// The law of the first draft: q, or q_1, or for greedy drafts the most
-/// likely token with certainty (q' when n = 1).
+/// The law of the first draft: q (also for hub drafts), or q_1, or for
+/// greedy drafts the most likely token with certainty (q' when n = 1).
 pub(crate) fn first_draft_law(drafts: &DraftScheme) -> Vec<f64> {
-    match drafts.greedy_top().first() {
+    if drafts.kind() != SchemeKind::Greedy {
+        return draft_law(drafts, 0).to_vec();
+    }
+    match drafts.fixed_tokens().first() {
         Some(&top) => {
             let mut law = vec![0.0; drafts.vocab_size()];
             law[top] = 1.0;
             law
         }
-        None if drafts.kind() == SchemeKind::Greedy => drafts.greedy_rest(),
-        None => draft_law(drafts, 0).to_vec(),
+        None => drafts.free_token_law(),
     }
 }
 
@@ -501,7 +503,8 @@ sequential_verifier!(KSeq, "kseq");
 /// Hu et al.'s verifier for their greedy drafts (the n-1 most likely tokens
 /// plus one drawn from q' outside them): accept the drawn token with
 /// probability min(1, p / q'), else draw from p on the top tokens plus
-/// (p - q')+ outside them. It reaches alpha* for greedy drafts.
+/// (p - q')+ outside them. It reaches alpha* for greedy drafts (and for hub
+/// drafts, whose sets have the same shape: see [`SpecHub`]).
 pub struct Greedy {
     p: Vec<f64>,
     rest_law: Vec<f64>,
@@ -513,8 +516,8 @@ impl Greedy {
     pub fn new(problem: &Problem) -> Self {
         let p = problem.target().probs().to_vec();
         let drafts = problem.drafts();
-        let top = drafts.greedy_top().to_vec();
-        let rest_law = drafts.greedy_rest();
+        let top = drafts.fixed_tokens().to_vec();
+        let rest_law = drafts.free_token_law();
         // (p - q')+ is p itself on the top tokens, where q' is zero.
         let rest = Rest::new(residual(&p, &rest_law));
         Self {
@@ -545,6 +548,34 @@ impl Sequential for Greedy {
 }
 
 sequential_verifier!(Greedy, "greedy");
+
+/// SpecHub (Sun et al. 2024) for its own hub drafts (`SchemeKind::Hub`):
+/// every draft set is {a, x}, a = argmax q the hub and x ~ q' = q without a,
+/// renormalised. The non-hub draft x is accepted with probability
+/// min(1, p(x) / q'(x)); otherwise the output is drawn from p on the hub
+/// plus (p - q')+ elsewhere. That is the optimal transport plan of the
+/// sparse hub draft law (the "compact LP" of the paper solved in closed
+/// form), and it is Hu et al.'s greedy verifier for n = 2 applied to the
+/// hub's sets: one piece of code serves both.
+pub struct SpecHub(Greedy);
+
+impl SpecHub {
+    pub fn new(problem: &Problem) -> Self {
+        Self(Greedy::new(problem))
+    }
+}
+
+impl Sequential for SpecHub {
+    fn steps(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError> {
+        self.0.steps(drafts)
+    }
+
+    fn rest(&self) -> &Rest {
+        self.0.rest()
+    }
+}
+
+sequential_verifier!(SpecHub, "spechub");
 
 /// The optimal verifier of mdsd-flow (max flow over draft sets).
 pub struct OptimalFlow {

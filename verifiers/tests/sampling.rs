@@ -5,8 +5,8 @@
 use mdsd_benches::normalised;
 use mdsd_core::{CumulativeDistribution, DEFAULT_ENUMERATION_LIMIT, DraftScheme, Problem};
 use mdsd_verify::{
-    OutputLaw, Verifier, VerifyError, exact, kseq_acceptance, prepare, sampled,
-    specinfer_acceptance, supports, verifier_names,
+    KHISTI_TRUNCATION, Khisti, OutputLaw, Verifier, VerifyError, exact, kseq_acceptance, prepare,
+    sampled, specinfer_acceptance, supports, verifier_names,
 };
 use rand::{Rng, RngCore};
 
@@ -34,6 +34,7 @@ fn sampling_agrees_with_exact_enumeration() {
         DraftScheme::without_replacement(q.clone(), 3).unwrap(),
         DraftScheme::greedy(q.clone(), 3).unwrap(),
         DraftScheme::independent(vec![q.clone(), q2]).unwrap(),
+        DraftScheme::hub(q.clone()).unwrap(),
     ];
     for (s, drafts) in schemes.into_iter().enumerate() {
         let problem = Problem::new(p.clone(), drafts).unwrap();
@@ -136,7 +137,9 @@ fn a_broken_verifier_fails_both_checks() {
 
 /// 10^6 draws each on 4 real rows at V = 151936: the output passes the
 /// chi-square test against p, and the acceptance matches the closed form
-/// (or, for rrs-wor, which has none, does not exceed alpha*).
+/// (alpha* for greedy and spechub, which reach it for their own drafts; for
+/// rrs-wor and khisti, which have none, it does not exceed alpha*, and
+/// khisti's is at least the acceptance of its selected token).
 #[test]
 fn published_verifiers_on_real_rows() {
     let rows = mdsd_benches::real_rows();
@@ -149,6 +152,8 @@ fn published_verifiers_on_real_rows() {
             ),
             ("kseq", DraftScheme::iid(q.clone(), 2).unwrap()),
             ("greedy", DraftScheme::greedy(q.clone(), 2).unwrap()),
+            ("spechub", DraftScheme::hub(q.clone()).unwrap()),
+            ("khisti", DraftScheme::iid(q.clone(), 2).unwrap()),
         ] {
             let problem = Problem::new(p.clone(), drafts).unwrap();
             let verifier = prepare(name, &problem).unwrap();
@@ -164,7 +169,7 @@ fn published_verifiers_on_real_rows() {
             let expected = match name {
                 "specinfer" => specinfer_acceptance(&problem).unwrap(),
                 "kseq" => kseq_acceptance(&problem).unwrap().0,
-                "greedy" => alpha_star,
+                "greedy" | "spechub" => alpha_star,
                 // No closed form: the acceptance cannot beat alpha*.
                 _ => {
                     let (lo, _) = report.acceptance_interval;
@@ -172,6 +177,16 @@ fn published_verifiers_on_real_rows() {
                         lo <= alpha_star,
                         "row {r} {name}: {lo} > alpha* {alpha_star}"
                     );
+                    if name == "khisti" {
+                        let khisti = Khisti::new(&problem, KHISTI_TRUNCATION).unwrap();
+                        let selected = khisti.selected_acceptance();
+                        let se = (selected * (1.0 - selected) / draws as f64).sqrt();
+                        assert!(
+                            report.acceptance >= selected - Z_999 * se,
+                            "row {r} khisti: {} < {selected}",
+                            report.acceptance
+                        );
+                    }
                     continue;
                 }
             };

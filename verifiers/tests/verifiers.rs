@@ -5,8 +5,9 @@
 use mdsd_benches::{normalised, small_problems};
 use mdsd_core::{DEFAULT_ENUMERATION_LIMIT, DraftScheme, Problem, SchemeKind};
 use mdsd_verify::{
-    OutputLaw, Verifier, VerifyError, exact, kseq_acceptance, naive_acceptance, nss_acceptance,
-    prepare, specinfer_acceptance, supports, verifier_names,
+    KHISTI_MAX_TRUNCATION, KHISTI_TRUNCATION, Khisti, OutputLaw, Verifier, VerifyError, exact,
+    kseq_acceptance, naive_acceptance, nss_acceptance, prepare, specinfer_acceptance, supports,
+    verifier_names,
 };
 use proptest::prelude::*;
 use rand::SeedableRng;
@@ -44,15 +45,26 @@ fn check(problem: &Problem) -> Result<(), TestCaseError> {
             "nss" if kind != SchemeKind::WithoutReplacement => {
                 Some(nss_acceptance(problem).unwrap())
             }
-            "naive" if kind != SchemeKind::WithoutReplacement => {
+            "naive" if !matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Hub) => {
                 Some(naive_acceptance(problem).unwrap())
             }
             "specinfer" => Some(specinfer_acceptance(problem).unwrap()),
             "kseq" => Some(kseq_acceptance(problem).unwrap().0),
-            // Optimal by construction.
-            "greedy" | "optimal-flow" => Some(report.alpha_star),
+            // Optimal by construction (spechub for its own hub drafts).
+            "greedy" | "spechub" | "optimal-flow" => Some(report.alpha_star),
             _ => None,
         };
+        // Khisti et al.'s Theorem 1: with two drafts, the pair-weight LP over
+        // every draft token (V <= 6 is within the truncation) reaches alpha*,
+        // up to microlp's feasibility tolerance (~1e-7).
+        if name == "khisti" && problem.drafts().n() <= 2 {
+            prop_assert!(
+                report.acceptance >= report.alpha_star - 1e-6,
+                "khisti on {kind}: {} < alpha* {}",
+                report.acceptance,
+                report.alpha_star
+            );
+        }
         if let Some(closed) = closed {
             prop_assert!(
                 (closed - report.acceptance).abs() <= 1e-9,
@@ -65,7 +77,7 @@ fn check(problem: &Problem) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    // 4 schemes x 150 = 600 random instances.
+    // 5 schemes x 150 = 750 random instances.
     #![proptest_config(ProptestConfig::with_cases(150))]
 
     #[test]
@@ -79,6 +91,9 @@ proptest! {
 
     #[test]
     fn independent(problem in small_problems(SchemeKind::Independent)) { check(&problem)?; }
+
+    #[test]
+    fn hub(problem in small_problems(SchemeKind::Hub)) { check(&problem)?; }
 }
 
 fn acceptance(name: &str, p: &[f64], q: &[f64], kind: SchemeKind, n: usize) -> f64 {
@@ -251,6 +266,8 @@ fn sampling_follows_the_conditional_law() {
         DraftScheme::without_replacement(q.clone(), 3).unwrap(),
         DraftScheme::iid(q.clone(), 3).unwrap(),
         DraftScheme::greedy(q.clone(), 3).unwrap(),
+        DraftScheme::hub(q.clone()).unwrap(),
+        DraftScheme::independent(vec![q.clone(), p.clone(), q.clone()]).unwrap(),
     ] {
         let problem = Problem::new(p.clone(), drafts).unwrap();
         let tuples = problem
@@ -304,4 +321,76 @@ fn errors_are_typed() {
         specinfer.conditional(&[0, 7]),
         Err(VerifyError::TokenOutOfRange { token: 7, .. })
     ));
+}
+
+/// A random problem of vocabulary `v` (Dirichlet(1)-like weights from a seed).
+fn random_problem(
+    v: usize,
+    seed: u64,
+    scheme: impl Fn(mdsd_core::Distribution) -> DraftScheme,
+) -> Problem {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut draw = || -> Vec<f64> {
+        (0..v)
+            .map(|_| -(1.0 - rand::Rng::random::<f64>(&mut rng)).ln())
+            .collect()
+    };
+    let p = normalised(&draw());
+    let q = normalised(&draw());
+    Problem::new(p, scheme(q)).unwrap()
+}
+
+/// Beyond the truncation (V = 40 > s): khisti stays lossless by exact
+/// enumeration, its LP never does worse than the plain order rule (s = 1,
+/// no pairs to weigh), and the tournament (n = 3) is lossless too.
+#[test]
+fn khisti_beyond_its_truncation() {
+    for seed in 0..8 {
+        let problem = random_problem(40, seed, |q| DraftScheme::iid(q, 2).unwrap());
+        let rule_only = Khisti::new(&problem, 1).unwrap();
+        let truncated = Khisti::new(&problem, KHISTI_TRUNCATION).unwrap();
+        assert!(
+            truncated.selected_acceptance() >= rule_only.selected_acceptance() - 1e-9,
+            "seed {seed}: LP {} < rule {}",
+            truncated.selected_acceptance(),
+            rule_only.selected_acceptance()
+        );
+        for khisti in [&rule_only, &truncated] {
+            let report = exact(&problem, khisti, DEFAULT_ENUMERATION_LIMIT).unwrap();
+            assert!(report.max_marginal_error <= TOL && report.max_law_error <= TOL);
+            assert!(report.acceptance >= khisti.selected_acceptance() - TOL);
+            assert!(report.acceptance <= report.alpha_star + TOL);
+        }
+        let three = random_problem(12, seed, |q| DraftScheme::iid(q, 3).unwrap());
+        let khisti = Khisti::new(&three, 5).unwrap();
+        let report = exact(&three, &khisti, DEFAULT_ENUMERATION_LIMIT).unwrap();
+        assert!(report.max_marginal_error <= TOL && report.acceptance <= report.alpha_star + TOL);
+    }
+    let problem = random_problem(4, 0, |q| DraftScheme::iid(q, 2).unwrap());
+    for s in [0, KHISTI_MAX_TRUNCATION + 1] {
+        let err = Khisti::new(&problem, s).err().unwrap();
+        assert!(matches!(err, VerifyError::Truncation { truncation, .. } if truncation == s));
+    }
+}
+
+/// SpecHub's drafts: the hub is argmax q, the scheme refuses n != 2, and
+/// spechub reaches alpha* of its drafts, the greedy n = 2 value (same sets).
+#[test]
+fn spechub_on_its_hub_drafts() {
+    let p = normalised(&[0.5, 0.3, 0.2]);
+    let q = normalised(&[0.2, 0.3, 0.5]);
+    let hub = DraftScheme::hub(q.clone()).unwrap();
+    assert_eq!(hub.fixed_tokens(), &[2]);
+    assert!(DraftScheme::new(SchemeKind::Hub, vec![q.clone()], 3).is_err());
+    // Sets {2, 0} (q' = 0.4) and {2, 1} (0.6): alpha* = p(2) + min(.5,.4) + min(.3,.6).
+    assert_close(
+        acceptance("spechub", p.probs(), q.probs(), SchemeKind::Hub, 2),
+        0.9,
+        TOL,
+    );
+    assert_close(
+        acceptance("greedy", p.probs(), q.probs(), SchemeKind::Greedy, 2),
+        0.9,
+        TOL,
+    );
 }

@@ -50,9 +50,10 @@ pub fn instances(kind: SchemeKind, max_v: usize, max_n: usize) -> impl Strategy<
         .prop_map(move |(v, n, seed, peaked, zero_rate)| {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let concentration = if peaked { 0.1 } else { 1.0 };
-            let needs_distinct =
-                matches!(kind, SchemeKind::WithoutReplacement | SchemeKind::Greedy);
-            let n = if needs_distinct { n.min(v) } else { n };
+            let needs_distinct = kind.draws_distinct();
+            let n = kind
+                .fixed_n()
+                .unwrap_or(if needs_distinct { n.min(v) } else { n });
             let min_support = if needs_distinct { n } else { 1 };
             let p = random_distribution(&mut rng, v, concentration, zero_rate, 1);
             let count = if kind == SchemeKind::Independent {

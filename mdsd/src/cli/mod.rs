@@ -118,7 +118,8 @@ pub struct ProblemArgs {
     /// Number of drafts.
     #[arg(short = 'n', long = "num-drafts")]
     pub n: usize,
-    /// Draft scheme: iid, wor (without replacement), independent, greedy.
+    /// Draft scheme: iid, wor (without replacement), independent, greedy
+    /// (Hu et al.), hub (SpecHub's two drafts around argmax q; n = 2).
     #[arg(long, default_value = "iid")]
     pub scheme: SchemeKind,
     /// Inputs are logits, not probabilities.
