@@ -28,6 +28,7 @@
 //! ```
 
 pub use mdsd_bounds as bounds;
+pub use mdsd_convex as convex;
 pub use mdsd_core as core;
 pub use mdsd_flow as flow;
 pub use mdsd_lp as lp;
@@ -37,6 +38,7 @@ pub use mdsd_bounds::{
     Bound, BoundError, IidAlgorithm, acceptance_upper_bound, optimal_acceptance,
     optimal_acceptance_batch,
 };
+pub use mdsd_convex::{ConvexError, ConvexSolution, ConvexSolver};
 pub use mdsd_core::{CoreError, Distribution, DraftScheme, Plan, Problem, SchemeKind, Transform};
 pub use mdsd_flow::{FlowError, FlowSolution, FlowSolver, FlowVerifier};
 pub use mdsd_lp::{Formulation, LpError, LpSolution, LpSolver};

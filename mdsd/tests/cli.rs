@@ -542,7 +542,8 @@ fn compare_rates_verifiers_exactly() {
             "specinfer",
             "kseq",
             "khisti",
-            "optimal-flow"
+            "optimal-flow",
+            "optimal-convex"
         ]
     );
     for v in verifiers {
@@ -560,6 +561,8 @@ fn compare_rates_verifiers_exactly() {
     assert!((by_name("optimal-flow") - 0.86).abs() < 1e-9);
     // Two drafts, every token in the truncation: Khisti et al.'s LP reaches alpha*.
     assert!((by_name("khisti") - 0.86).abs() < 1e-6);
+    assert!((by_name("optimal-convex") - 0.86).abs() < 1e-6);
+    assert!((by_name("optimal-convex") - 0.86).abs() < 1e-6);
 
     let doc = json(&[
         "compare",
@@ -664,4 +667,60 @@ fn compare_in_sampling_mode() {
         .unwrap();
     assert!((specinfer["acceptance"].as_f64().unwrap() - 0.76).abs() < 0.01);
     assert_eq!(doc, json(&args), "the same seed gives the same report");
+}
+
+#[test]
+fn solve_convex_reports_its_run() {
+    let doc = json(&[
+        "solve",
+        "--method",
+        "convex",
+        "-p",
+        "0.5,0.3,0.2",
+        "-q",
+        "0.2,0.3,0.5",
+        "-n",
+        "2",
+        "--tol",
+        "1e-9",
+        "--json",
+    ]);
+    let alpha = doc["alpha"].as_f64().unwrap();
+    assert!((0.86 - 1e-9..=0.86 + 1e-12).contains(&alpha), "{doc}");
+    assert_eq!(doc["method"], "convex");
+    assert_eq!(doc["certificate"], serde_json::json!([1, 2]));
+    assert_eq!(doc["success"], true);
+    assert!(doc["iterations"].as_u64().is_some());
+    assert!(doc["setup_ms"].as_f64().unwrap() >= 0.0);
+    for (args, expected) in [
+        (
+            vec![
+                "solve", "--method", "convex", "-p", "0.5,0.5", "-q", "0.5,0.5", "-n", "2",
+                "--scheme", "wor",
+            ],
+            "i.i.d. drafts only",
+        ),
+        (
+            vec![
+                "solve", "--method", "convex", "-p", "0.5,0.5", "-q", "0.5,0.5", "-n", "2",
+                "--tol", "-1",
+            ],
+            "--tol -1 is invalid",
+        ),
+        (
+            vec![
+                "solve", "--method", "convex", "-p", "0.5,0.5", "-q", "0.5,0.5", "-n", "2",
+                "--plan", "x.json",
+            ],
+            "--plan writes the plans",
+        ),
+    ] {
+        let out = mdsd(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(expected),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    }
 }

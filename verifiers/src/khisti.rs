@@ -30,7 +30,7 @@ use mdsd_core::{DraftLaw, Problem, SchemeKind};
 use mdsd_lp::LpSolver;
 use rand::{Rng, RngCore};
 
-use crate::methods::{Rest, check_drafts, draft_law, mix};
+use crate::methods::{Rest, check_drafts, draft_law, verify_selected};
 use crate::residual::{accept_prob, residual};
 use crate::{OutputLaw, Verifier, VerifyError};
 
@@ -285,14 +285,13 @@ impl Verifier for Khisti {
     }
 
     fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
-        let mut points = Vec::new();
-        let mut rejected = 0.0;
-        for (x, prob) in self.selection(drafts)? {
-            let a = accept_prob(&self.p, &self.selected, x);
-            points.push((x, prob * a));
-            rejected += prob * (1.0 - a);
-        }
-        Ok(mix(&points, rejected, &self.rest.law))
+        let selection = self.selection(drafts)?;
+        Ok(verify_selected(
+            &selection,
+            &self.p,
+            &self.selected,
+            &self.rest,
+        ))
     }
 
     /// O(n + log V) per draw: n - 1 duels, one acceptance test, and a

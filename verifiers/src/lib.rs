@@ -11,7 +11,7 @@
 //!
 //! Verifiers by name ([`prepare`]): `nss`, `naive`, `specinfer`, `rrs-wor`,
 //! `kseq`, `spechub` (on its own hub drafts, [`SchemeKind::Hub`]), `khisti`,
-//! `greedy`, `optimal-flow`. Closed-form acceptances:
+//! `greedy`, `optimal-flow`, `optimal-convex` (mdsd-convex, iid drafts). Closed-form acceptances:
 //! [`nss_acceptance`], [`naive_acceptance`], [`specinfer_acceptance`],
 //! [`kseq_acceptance`].
 //!
@@ -56,6 +56,7 @@ mod residual;
 mod sampling;
 
 use mdsd_bounds::{BoundError, optimal_acceptance};
+use mdsd_convex::{ConvexError, ConvexSolver};
 use mdsd_core::{CoreError, Problem, SchemeKind, sample_index};
 use mdsd_flow::{FlowError, FlowSolver};
 use mdsd_lp::LpError;
@@ -64,7 +65,7 @@ use thiserror::Error;
 
 pub use khisti::{KHISTI_MAX_TRUNCATION, KHISTI_TRUNCATION, Khisti};
 pub use methods::{
-    Greedy, KSeq, Naive, Nss, OptimalFlow, RrsWithoutReplacement, SpecHub, SpecInfer,
+    Greedy, KSeq, Naive, Nss, OptimalConvex, OptimalFlow, RrsWithoutReplacement, SpecHub, SpecInfer,
 };
 pub use sampling::{SampledReport, sampled};
 
@@ -83,6 +84,8 @@ pub enum VerifyError {
     Flow(#[from] FlowError),
     #[error(transparent)]
     Lp(#[from] LpError),
+    #[error(transparent)]
+    Convex(#[from] ConvexError),
     #[error("khisti truncation s = {truncation} is out of range: it must be in 1..={max}")]
     Truncation { truncation: usize, max: usize },
     #[error("unknown verifier {name:?}: expected one of {}", VERIFIERS.map(|v| v.0).join(", "))]
@@ -122,7 +125,7 @@ pub trait Verifier: Sync {
 }
 
 /// Every verifier by name, with the schemes it supports.
-const VERIFIERS: [(&str, &[SchemeKind]); 9] = [
+const VERIFIERS: [(&str, &[SchemeKind]); 10] = [
     ("nss", &SchemeKind::ALL),
     ("naive", &SchemeKind::ALL),
     ("specinfer", &[SchemeKind::Iid, SchemeKind::Independent]),
@@ -132,6 +135,7 @@ const VERIFIERS: [(&str, &[SchemeKind]); 9] = [
     ("khisti", &[SchemeKind::Iid, SchemeKind::Independent]),
     ("greedy", &[SchemeKind::Greedy]),
     ("optimal-flow", &SchemeKind::ALL),
+    ("optimal-convex", &[SchemeKind::Iid]),
 ];
 
 /// The names of all verifiers, in report order.
@@ -180,6 +184,7 @@ pub fn prepare(name: &str, problem: &Problem) -> Result<Box<dyn Verifier>, Verif
         "spechub" => Box::new(SpecHub::new(problem)),
         "khisti" => Box::new(Khisti::new(problem, KHISTI_TRUNCATION)?),
         "greedy" => Box::new(Greedy::new(problem)),
+        "optimal-convex" => Box::new(OptimalConvex::new(problem, ConvexSolver::default())?),
         _ => Box::new(OptimalFlow::new(problem)?),
     })
 }

@@ -1,6 +1,7 @@
 //! The published token-level verifiers (DESIGN §6), each as an exact
 //! conditional law of the output given the drafts.
 
+use mdsd_convex::{ConvexSolution, ConvexSolver};
 use mdsd_core::{CumulativeDistribution, DraftScheme, Problem, SchemeKind};
 use mdsd_flow::{FlowSolver, FlowVerifier};
 use rand::{Rng, RngCore};
@@ -19,6 +20,26 @@ pub(crate) fn mix(points: &[(usize, f64)], rest_weight: f64, rest: &[f64]) -> Ou
         .enumerate()
         .filter(|&(_, w)| w > 0.0)
         .collect()
+}
+
+/// The output law of single-draft speculative sampling applied to a selected
+/// draft (the second step of Khisti et al.'s canonical decomposition): the
+/// selected token, of law r, is accepted with min(1, p / r); otherwise the
+/// output is drawn from `rest` = (p - r)+ renormalised.
+pub(crate) fn verify_selected(
+    selection: &[(usize, f64)],
+    p: &[f64],
+    r: &[f64],
+    rest: &Rest,
+) -> OutputLaw {
+    let mut points = Vec::with_capacity(selection.len());
+    let mut rejected = 0.0;
+    for &(x, prob) in selection {
+        let a = accept_prob(p, r, x);
+        points.push((x, prob * a));
+        rejected += prob * (1.0 - a);
+    }
+    mix(&points, rejected, &rest.law)
 }
 
 /// A residual law, with its sampler.
@@ -576,6 +597,83 @@ impl Sequential for SpecHub {
 }
 
 sequential_verifier!(SpecHub, "spechub");
+
+/// The optimal verifier of mdsd-convex for i.i.d. drafts: select one draft
+/// by the solved softmax weights (outer drafts first), then single-draft
+/// speculative sampling of the selected token against p: accept with
+/// min(1, p / r), else draw from (p - r)+, r the selected token's law.
+/// Lossless for any weights; optimal up to the solver's tolerance.
+pub struct OptimalConvex {
+    p: Vec<f64>,
+    solution: ConvexSolution,
+    q: Vec<f64>,
+    rest: Rest,
+    n: usize,
+}
+
+impl OptimalConvex {
+    pub fn new(problem: &Problem, solver: ConvexSolver) -> Result<Self, VerifyError> {
+        let solution = solver.solve(problem)?;
+        let p = problem.target().probs().to_vec();
+        let rest = Rest::new(residual(&p, &solution.selected));
+        Ok(Self {
+            q: problem.drafts().drafts()[0].probs().to_vec(),
+            n: problem.drafts().n(),
+            p,
+            solution,
+            rest,
+        })
+    }
+
+    /// The solved selection rule and r.
+    pub fn solution(&self) -> &ConvexSolution {
+        &self.solution
+    }
+
+    fn check(&self, drafts: &[usize]) -> Result<(), VerifyError> {
+        check_drafts(drafts, self.n, self.p.len())?;
+        if drafts.iter().any(|&x| self.q[x] <= 0.0) {
+            return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+        }
+        Ok(())
+    }
+}
+
+impl Verifier for OptimalConvex {
+    fn name(&self) -> &str {
+        "optimal-convex"
+    }
+
+    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+        self.check(drafts)?;
+        let selection = self.solution.selection(drafts);
+        Ok(verify_selected(
+            &selection,
+            &self.p,
+            &self.solution.selected,
+            &self.rest,
+        ))
+    }
+
+    /// O(n + log V) per draw.
+    fn sample(&self, drafts: &[usize], rng: &mut dyn RngCore) -> Result<usize, VerifyError> {
+        self.check(drafts)?;
+        let law = self.solution.selection(drafts);
+        let mut u = rng.random::<f64>();
+        let mut selected = law[law.len() - 1].0;
+        for &(x, prob) in &law {
+            if u < prob {
+                selected = x;
+                break;
+            }
+            u -= prob;
+        }
+        if rng.random::<f64>() < accept_prob(&self.p, &self.solution.selected, selected) {
+            return Ok(selected);
+        }
+        Ok(self.rest.sampler.sample(rng))
+    }
+}
 
 /// The optimal verifier of mdsd-flow (max flow over draft sets).
 pub struct OptimalFlow {

@@ -198,3 +198,31 @@ fn published_verifiers_on_real_rows() {
         }
     }
 }
+
+/// The convex verifier at full vocabulary with the draft truncated to its
+/// top 100 and top 1000 tokens (n = 4), 10^6 draws each on 2 real rows: the
+/// output passes the chi-square test and the acceptance matches alpha*.
+#[test]
+fn optimal_convex_on_real_rows_with_top_k_drafts() {
+    let rows = mdsd_benches::real_rows();
+    for (r, (p, q)) in rows.into_iter().enumerate().step_by(4) {
+        for k in [100, 1000] {
+            let drafts = DraftScheme::iid(q.top_k(k).unwrap(), 4).unwrap();
+            let problem = Problem::new(p.clone(), drafts).unwrap();
+            let verifier = prepare("optimal-convex", &problem).unwrap();
+            let draws = 1_000_000;
+            let report = sampled(&problem, verifier.as_ref(), draws, 2000 + r as u64).unwrap();
+            assert!(
+                report.chi2_p_value > ALPHA,
+                "row {r} top-{k}: chi2 p-value {}",
+                report.chi2_p_value
+            );
+            let alpha_star = mdsd_verify::alpha_star(&problem).unwrap();
+            assert!(
+                within(report.acceptance, draws, alpha_star),
+                "row {r} top-{k}: {} vs alpha* {alpha_star}",
+                report.acceptance
+            );
+        }
+    }
+}

@@ -65,6 +65,15 @@ fn check(problem: &Problem) -> Result<(), TestCaseError> {
                 report.alpha_star
             );
         }
+        // The convex solver's default tolerance: alpha* - 1e-7.
+        if name == "optimal-convex" {
+            prop_assert!(
+                report.acceptance >= report.alpha_star - 1e-7 - TOL,
+                "optimal-convex: {} < alpha* {}",
+                report.acceptance,
+                report.alpha_star
+            );
+        }
         if let Some(closed) = closed {
             prop_assert!(
                 (closed - report.acceptance).abs() <= 1e-9,

@@ -4,11 +4,13 @@ mod input;
 mod output;
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use mdsd::{
-    BoundError, CoreError, Distribution, DraftScheme, FlowError, FlowSolver, Formulation, LpError,
-    LpSolver, Plan, Problem, SchemeKind, Transform, VerifyError, optimal_acceptance_batch,
+    BoundError, ConvexError, ConvexSolver, CoreError, Distribution, DraftScheme, FlowError,
+    FlowSolver, Formulation, LpError, LpSolver, Plan, Problem, SchemeKind, Transform, VerifyError,
+    optimal_acceptance_batch,
 };
 use thiserror::Error;
 
@@ -50,7 +52,10 @@ enum Command {
         /// Refuse flow networks with more draft sets than this (method flow).
         #[arg(long, default_value_t = mdsd::flow::DEFAULT_MAX_SETS)]
         max_sets: usize,
-        /// Write the optimal plan pi(y | drafts) to FILE as JSON.
+        /// Bound on alpha* - alpha left to the solver (method convex).
+        #[arg(long, default_value_t = mdsd::convex::DEFAULT_TOLERANCE, allow_hyphen_values = true)]
+        tol: f64,
+        /// Write the optimal plan pi(y | drafts) to FILE as JSON (methods lp, flow).
         #[arg(long, value_name = "FILE")]
         plan: Option<PathBuf>,
     },
@@ -84,6 +89,9 @@ enum Method {
     Lp,
     /// Max flow over draft sets (polynomial in V for fixed n).
     Flow,
+    /// The enumeration-free convex programs (iid drafts, any V): the
+    /// acceptance its selection rule reaches, within --tol of alpha*.
+    Convex,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -154,6 +162,8 @@ pub enum CliError {
     Lp { row: usize, source: LpError },
     #[error("row {row}: {source}")]
     Flow { row: usize, source: FlowError },
+    #[error("row {row}: {source}")]
+    Convex { row: usize, source: ConvexError },
     #[error("cannot write the plan to {path}: {message}")]
     Output { path: String, message: String },
     #[error("{0}")]
@@ -183,8 +193,22 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             max_variables,
             decomposed,
             max_sets,
+            tol,
             plan,
         } => {
+            if method == Method::Convex && plan.is_some() {
+                return Err(CliError::Usage(
+                    "--plan writes the plans of --method lp and flow; the convex \
+                     solver's verifier is a selection rule (see mdsd compare)"
+                        .into(),
+                ));
+            }
+            if !(tol > 0.0 && tol.is_finite()) {
+                return Err(CliError::Usage(format!(
+                    "--tol {tol} is invalid: it must be a positive number"
+                )));
+            }
+            let convex = ConvexSolver::default().with_tolerance(tol);
             let problems = build_problems(&args)?;
             let lp = LpSolver::default()
                 .with_formulation(match formulation {
@@ -201,18 +225,30 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                 .map(|(row, problem)| match method {
                     Method::Lp => lp
                         .solve(problem)
-                        .map(|s| (Solved::from(&s), s.plan))
+                        .map(|s| (Solved::from(&s), Some(s.plan)))
                         .map_err(|source| CliError::Lp { row, source }),
                     Method::Flow => flow
                         .solve(problem)
-                        .map(|s| (Solved::from(&s), s.plan))
+                        .map(|s| (Solved::from(&s), Some(s.plan)))
                         .map_err(|source| CliError::Flow { row, source }),
+                    Method::Convex => {
+                        let start = Instant::now();
+                        convex
+                            .solve(problem)
+                            .map(|s| {
+                                let ms = start.elapsed().as_secs_f64() * 1e3;
+                                (Solved::from_convex(&s, ms), None)
+                            })
+                            .map_err(|source| CliError::Convex { row, source })
+                    }
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let (rows, plans): (Vec<Solved>, Vec<Plan>) = solved.into_iter().unzip();
+            let (rows, plans): (Vec<Solved>, Vec<Option<Plan>>) = solved.into_iter().unzip();
+            let plans: Vec<Plan> = plans.into_iter().flatten().collect();
             let name = match method {
                 Method::Lp => "lp",
                 Method::Flow => "flow",
+                Method::Convex => "convex",
             };
             if let Some(path) = plan {
                 // Only the full LP's plan is over ordered tuples.

@@ -1,7 +1,7 @@
 //! The two output forms: one JSON document, or a readable table.
 
 use mdsd::verify::{ExactReport, SampledReport};
-use mdsd::{Bound, FlowSolution, LpSolution, Plan};
+use mdsd::{Bound, ConvexSolution, FlowSolution, LpSolution, Plan};
 use serde_json::json;
 
 use super::ProblemArgs;
@@ -13,6 +13,31 @@ use serde::Serialize;
 pub struct Solved {
     pub alpha: f64,
     pub certificate: Option<Vec<usize>>,
+    /// The convex solver's run, for `--method convex`.
+    pub run: Option<SolverRun>,
+}
+
+/// How an iterative solver ran (JSON fields of `--method convex`).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct SolverRun {
+    pub success: bool,
+    pub iterations: usize,
+    pub setup_ms: f64,
+}
+
+impl Solved {
+    /// A convex solution: its acceptance, H*, and the run.
+    pub fn from_convex(solution: &ConvexSolution, setup_ms: f64) -> Self {
+        Self {
+            alpha: solution.alpha,
+            certificate: Some(solution.certificate.clone()),
+            run: Some(SolverRun {
+                success: true,
+                iterations: solution.iterations,
+                setup_ms,
+            }),
+        }
+    }
 }
 
 impl From<Bound> for Solved {
@@ -20,6 +45,7 @@ impl From<Bound> for Solved {
         Self {
             alpha: bound.alpha,
             certificate: Some(bound.certificate),
+            run: None,
         }
     }
 }
@@ -29,6 +55,7 @@ impl From<&LpSolution> for Solved {
         Self {
             alpha: solution.alpha,
             certificate: solution.certificate.clone(),
+            run: None,
         }
     }
 }
@@ -38,6 +65,7 @@ impl From<&FlowSolution> for Solved {
         Self {
             alpha: solution.alpha,
             certificate: Some(solution.certificate.clone()),
+            run: None,
         }
     }
 }
@@ -86,6 +114,8 @@ struct JsonRow<'a> {
     n: usize,
     method: &'a str,
     certificate: Option<&'a [usize]>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    run: Option<SolverRun>,
 }
 
 pub struct Report<'a> {
@@ -110,6 +140,7 @@ impl Report<'_> {
                 n: self.n,
                 method: self.method,
                 certificate: r.certificate.as_deref(),
+                run: r.run,
             })
             .collect();
         let document = match rows.as_slice() {
