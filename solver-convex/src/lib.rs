@@ -32,14 +32,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod global_resolution;
+mod newton;
 mod quadrature;
 
 use mdsd_bounds::{BoundError, IidAlgorithm, optimal_acceptance_iid};
 use mdsd_core::{CoreError, Problem, SchemeKind};
-use nalgebra::{DMatrix, DVector};
 use thiserror::Error;
 
-use quadrature::{Selectable, evaluate};
+pub use global_resolution::{
+    DEFAULT_ENUMERATION_BUDGET, DEFAULT_TRUNCATION, GlobalResolution, GlobalResolutionSolution,
+};
+use newton::{Program, Stop, assemble, gather};
+use quadrature::Selectable;
 
 /// Default bound on the acceptance lost to the solver, alpha* - alpha.
 pub const DEFAULT_TOLERANCE: f64 = 1e-7;
@@ -48,8 +53,6 @@ pub const DEFAULT_MAX_ITERATIONS: usize = 100;
 /// theta stays within ±THETA_LIMIT: weights of e^-40 change r by less than
 /// 1e-17 of q.
 const THETA_LIMIT: f64 = 40.0;
-/// Armijo's sufficient-decrease constant.
-const ARMIJO: f64 = 1e-4;
 
 /// Why no solution.
 #[derive(Debug, Error)]
@@ -60,6 +63,11 @@ pub enum ConvexError {
     Bound(#[from] BoundError),
     #[error("the convex solver handles i.i.d. drafts only, not {0} drafts; use mdsd-flow")]
     Unsupported(SchemeKind),
+    #[error(
+        "Global Resolution would enumerate {sets:.3e} draft sets (budget {budget}); \
+         the enumeration-free ConvexSolver scales to any vocabulary"
+    )]
+    EnumerationBudget { sets: f64, budget: usize },
     #[error(
         "the {side} program did not reach the tolerance {tolerance:e} in {iterations} iterations \
          (acceptance lost: {lost:e})"
@@ -132,170 +140,6 @@ impl ConvexSolution {
     }
 }
 
-/// One of the two programs: minimise potential(theta) - <p, theta> over a box.
-struct Program<'a> {
-    name: &'static str,
-    q: Vec<f64>,
-    p: Vec<f64>,
-    base: f64,
-    n: usize,
-    bounds: (f64, f64),
-    /// Acceptance lost at r: outer Σ (r - p)+, inner Σ (p - r)+.
-    lost: &'a dyn Fn(&[f64], &[f64]) -> f64,
-}
-
-struct Solved {
-    weights: Vec<f64>,
-    marginal: Vec<f64>,
-    iterations: usize,
-}
-
-impl Program<'_> {
-    /// The objective, its gradient's r part, and the Hessian's diagonal and
-    /// block among `dense`.
-    fn objective(&self, theta: &[f64], dense: &[usize]) -> Objective {
-        let a: Vec<f64> = theta.iter().map(|t| t.exp()).collect();
-        let eval = evaluate(
-            &Selectable {
-                q: &self.q,
-                a: &a,
-                base: self.base,
-                n: self.n,
-            },
-            dense,
-        );
-        let linear: f64 = self.p.iter().zip(theta).map(|(p, t)| p * t).sum();
-        (
-            eval.potential - linear,
-            eval.marginal,
-            eval.curvature,
-            eval.coupling,
-        )
-    }
-
-    /// Projected Newton with a block-diagonal Hessian and Armijo
-    /// backtracking along the projection arc (Bertsekas, SIAM J. Control
-    /// Optim. 1982, "two-metric" projection): the exact Hessian among the
-    /// `DENSE` tokens of largest q, where the coupling through phi lives,
-    /// its diagonal elsewhere; variables held at a bound by their gradient
-    /// do not move. Each accepted step decreases the convex objective, and
-    /// the direction vanishes only at KKT points. Pure diagonal scaling
-    /// (with or without Barzilai-Borwein steps) crawled on real rows: the
-    /// inner Hessian is singular along theta + t·1, and the top tokens
-    /// (q up to 0.6) couple strongly. Own code: no maintained crate offers
-    /// box-constrained Newton-type minimisation (argmin's L-BFGS has no
-    /// bounds).
-    fn minimise(&self, tolerance: f64, max_iterations: usize) -> Result<Solved, ConvexError> {
-        const DENSE: usize = 48;
-        let (lo, hi) = self.bounds;
-        let mut dense: Vec<usize> = (0..self.q.len()).collect();
-        dense.sort_unstable_by(|&a, &b| self.q[b].total_cmp(&self.q[a]));
-        dense.truncate(DENSE);
-        let mut theta = vec![0.0f64.clamp(lo, hi); self.q.len()];
-        let mut current = self.objective(&theta, &dense);
-        let mut iterations = 0;
-        loop {
-            let (value, r) = (current.0, &current.1);
-            let lost = (self.lost)(r, &self.p);
-            if lost <= tolerance || self.q.is_empty() {
-                return Ok(Solved {
-                    weights: theta.iter().map(|t| t.exp()).collect(),
-                    marginal: current.1,
-                    iterations,
-                });
-            }
-            if iterations == max_iterations {
-                return Err(ConvexError::IterationCap {
-                    side: self.name,
-                    iterations,
-                    lost,
-                    tolerance,
-                });
-            }
-            iterations += 1;
-            let direction = self.newton_direction(&theta, &current, &dense);
-            let gradient: Vec<f64> = r.iter().zip(&self.p).map(|(r, p)| r - p).collect();
-            // Quadrature rounding in the potential, so that the search does
-            // not stall on noise near the optimum.
-            let slack = 1e-14 * (1.0 + value.abs());
-            let mut step = 1.0;
-            loop {
-                let trial: Vec<f64> = theta
-                    .iter()
-                    .zip(&direction)
-                    .map(|(t, d)| (t + step * d).clamp(lo, hi))
-                    .collect();
-                let decrease: f64 = trial
-                    .iter()
-                    .zip(&theta)
-                    .zip(&gradient)
-                    .map(|((t1, t0), g)| (t1 - t0) * g)
-                    .sum();
-                let evaluated = self.objective(&trial, &dense);
-                if evaluated.0 <= value + ARMIJO * decrease + slack || step < 1e-10 {
-                    theta = trial;
-                    current = evaluated;
-                    break;
-                }
-                step *= 0.5;
-            }
-        }
-    }
-
-    /// The Newton direction of the block-diagonal model at theta.
-    fn newton_direction(&self, theta: &[f64], current: &Objective, dense: &[usize]) -> Vec<f64> {
-        let (lo, hi) = self.bounds;
-        let (_, r, curvature, coupling) = current;
-        let gradient: Vec<f64> = r.iter().zip(&self.p).map(|(r, p)| r - p).collect();
-        // A floor on the curvature keeps steps finite where r is flat in theta.
-        let diagonal = |k: usize| curvature[k].max(1e-12 * r[k]).max(1e-300);
-        let held = |k: usize| {
-            (theta[k] <= lo && gradient[k] > 0.0) || (theta[k] >= hi && gradient[k] < 0.0)
-        };
-        let mut direction: Vec<f64> = (0..theta.len())
-            .map(|k| {
-                if held(k) {
-                    0.0
-                } else {
-                    -gradient[k] / diagonal(k)
-                }
-            })
-            .collect();
-        let m = dense.len();
-        let free: Vec<usize> = (0..m).filter(|&i| !held(dense[i])).collect();
-        if free.len() > 1 {
-            let f = free.len();
-            let block = DMatrix::from_fn(f, f, |i, j| {
-                let (a, b) = (free[i], free[j]);
-                if a == b {
-                    diagonal(dense[a])
-                } else {
-                    coupling[a * m + b]
-                }
-            });
-            let rhs = DVector::from_fn(f, |i, _| -gradient[dense[free[i]]]);
-            // The block is singular when every draft is selectable (theta +
-            // t·1 changes nothing), and its diagonal, computed without the
-            // rule's tail terms, can fall a hair short of positive
-            // semidefinite: a ridge from 1e-8 of the largest curvature up.
-            let largest = free.iter().map(|&a| diagonal(dense[a])).fold(0.0, f64::max);
-            let solution = [1e-8, 1e-6, 1e-4].into_iter().find_map(|ridge| {
-                let ridged = &block + DMatrix::identity(f, f) * (ridge * largest);
-                ridged.cholesky().map(|c| c.solve(&rhs))
-            });
-            if let Some(solution) = solution {
-                for (i, &a) in free.iter().enumerate() {
-                    direction[dense[a]] = solution[i];
-                }
-            }
-        }
-        direction
-    }
-}
-
-/// Objective value, r, the Hessian's diagonal, and its dense block.
-type Objective = (f64, Vec<f64>, Vec<f64>, Vec<f64>);
-
 impl ConvexSolver {
     pub fn with_tolerance(self, tolerance: f64) -> Self {
         Self { tolerance, ..self }
@@ -319,54 +163,45 @@ impl ConvexSolver {
         let outer: Vec<usize> = (0..v).filter(|&y| !in_h[y] && q[y] > 0.0).collect();
         let q_h: f64 = inner.iter().map(|&y| q[y]).sum();
 
-        let gather = |tokens: &[usize], x: &[f64]| tokens.iter().map(|&y| x[y]).collect();
-        let excess =
-            |r: &[f64], p: &[f64]| -> f64 { r.iter().zip(p).map(|(r, p)| (r - p).max(0.0)).sum() };
-        let shortfall =
-            |r: &[f64], p: &[f64]| -> f64 { r.iter().zip(p).map(|(r, p)| (p - r).max(0.0)).sum() };
         let side_tolerance = 0.5 * self.tolerance;
+        let (outer_q, outer_p) = (gather(&outer, q), gather(&outer, p));
         let outer_solved = Program {
             name: "outer",
-            q: gather(&outer, q),
-            p: gather(&outer, p),
-            base: q_h,
-            n,
+            potential: &Selectable {
+                q: &outer_q,
+                base: q_h,
+                n,
+            },
+            q: &outer_q,
+            p: &outer_p,
             bounds: (-THETA_LIMIT, 0.0),
-            lost: &excess,
+            stop: Stop::Excess,
         }
-        .minimise(side_tolerance, self.max_iterations)?;
+        .minimise(0.0, side_tolerance, self.max_iterations)?;
+        let (inner_q, inner_p) = (gather(&inner, q), gather(&inner, p));
         let inner_solved = Program {
             name: "inner",
-            q: gather(&inner, q),
-            p: gather(&inner, p),
-            base: 0.0,
-            n,
+            potential: &Selectable {
+                q: &inner_q,
+                base: 0.0,
+                n,
+            },
+            q: &inner_q,
+            p: &inner_p,
             bounds: (0.0, THETA_LIMIT),
-            lost: &shortfall,
+            stop: Stop::Shortfall,
         }
-        .minimise(side_tolerance, self.max_iterations)?;
+        .minimise(0.0, side_tolerance, self.max_iterations)?;
 
-        let mut selected = vec![0.0; v];
-        let mut outer_weights = vec![0.0; v];
-        let mut inner_weights = vec![0.0; v];
-        for (tokens, solved, weights) in [
-            (&outer, &outer_solved, &mut outer_weights),
-            (&inner, &inner_solved, &mut inner_weights),
-        ] {
-            for (k, &y) in tokens.iter().enumerate() {
-                weights[y] = solved.weights[k];
-                selected[y] = solved.marginal[k];
-            }
-        }
-        let alpha = p.iter().zip(&selected).map(|(p, r)| p.min(*r)).sum();
+        let assembled = assemble(p, (&outer, outer_solved), (&inner, inner_solved));
         Ok(ConvexSolution {
-            alpha,
+            alpha: assembled.alpha,
             alpha_star: bound.alpha,
             certificate: bound.certificate,
-            outer_weights,
-            inner_weights,
-            selected,
-            iterations: outer_solved.iterations + inner_solved.iterations,
+            outer_weights: assembled.outer_weights,
+            inner_weights: assembled.inner_weights,
+            selected: assembled.selected,
+            iterations: assembled.iterations,
         })
     }
 }

@@ -24,6 +24,8 @@
 
 use rayon::prelude::*;
 
+use crate::newton::{Evaluation, Potential};
+
 /// Step of the rule in u = ln c.
 const STEP: f64 = 0.25;
 /// c_lo * max a.
@@ -35,29 +37,24 @@ const NEGLIGIBLE: f64 = 60.0;
 /// Tokens per parallel task.
 const CHUNK: usize = 4096;
 
-/// The selectable tokens of one side (outer or inner) of the problem.
+/// The selectable tokens of one side (outer or inner) of the problem: the
+/// potential of selecting one draft index by softmax over its token's
+/// weight. Its curvature is
+/// dr_y / dtheta_y = `n q_y a_y ∫ [(1 - a_y c) e^(-a_y c) phi^(n-1) - (n-1) q_y a_y c e^(-2 a_y c) phi^(n-2)] dc`
+/// (without tail terms: it only scales steps) and its coupling
+/// dr_y / dtheta_z = `-n (n-1) q_y a_y q_z a_z ∫ c e^(-(a_y + a_z) c) phi^(n-2) dc`.
 pub(crate) struct Selectable<'a> {
     pub q: &'a [f64],
-    pub a: &'a [f64],
     /// Draft mass of tokens drafted but never selected.
     pub base: f64,
     pub n: usize,
 }
 
-/// The potential and the selected-token marginal at one theta.
-pub(crate) struct Evaluation {
-    /// `E[1{S > 0} log S]` over the side's draft tuples.
-    pub potential: f64,
-    /// r_y for each selectable token, in the order given.
-    pub marginal: Vec<f64>,
-    /// The diagonal of the potential's Hessian, to scale the solver's steps
-    /// (no accuracy needed: no tail terms): dr_y / dtheta_y =
-    /// `n q_y a_y ∫ [(1 - a_y c) e^(-a_y c) phi^(n-1) - (n-1) q_y a_y c e^(-2 a_y c) phi^(n-2)] dc`.
-    pub curvature: Vec<f64>,
-    /// The Hessian's off-diagonal entries among the tokens `dense` (row
-    /// major, zero diagonal): dr_y / dtheta_z =
-    /// -n (n-1) q_y a_y q_z a_z ∫ c e^(-(a_y + a_z) c) phi^(n-2) dc.
-    pub coupling: Vec<f64>,
+impl Potential for Selectable<'_> {
+    fn evaluate(&self, theta: &[f64], dense: &[usize]) -> Evaluation {
+        let a: Vec<f64> = theta.iter().map(|t| t.exp()).collect();
+        evaluate(self, &a, dense)
+    }
 }
 
 /// Nodes c_k = e^(u_lo + k h) covering [c_lo, c_hi].
@@ -79,14 +76,15 @@ fn left_tail() -> f64 {
     e / (1.0 - e)
 }
 
-pub(crate) fn evaluate(side: &Selectable, dense: &[usize]) -> Evaluation {
-    let c = nodes(side.a);
+/// The potential, r, curvature and coupling at the weights a = e^theta.
+fn evaluate(side: &Selectable, a: &[f64], dense: &[usize]) -> Evaluation {
+    let c = nodes(a);
     let k_count = c.len();
     // phi(c_k) - base, summed over tokens in parallel chunks.
     let drafted: Vec<f64> = side
         .q
         .par_chunks(CHUNK)
-        .zip(side.a.par_chunks(CHUNK))
+        .zip(a.par_chunks(CHUNK))
         .map(|(q, a)| {
             let mut sums = vec![0.0; k_count];
             for (&qy, &ay) in q.iter().zip(a) {
@@ -134,7 +132,7 @@ pub(crate) fn evaluate(side: &Selectable, dense: &[usize]) -> Evaluation {
     let (marginal, curvature): (Vec<f64>, Vec<f64>) = side
         .q
         .par_iter()
-        .zip(side.a.par_iter())
+        .zip(a.par_iter())
         .with_min_len(CHUNK)
         .map(|(&qy, &ay)| {
             let (mut sum, mut slope) = (0.0, 0.0);
@@ -162,7 +160,7 @@ pub(crate) fn evaluate(side: &Selectable, dense: &[usize]) -> Evaluation {
             .map(|&y| {
                 c.iter()
                     .zip(&cross)
-                    .map(|(&ck, &w)| (w * ck).sqrt() * (-side.a[y] * ck).exp())
+                    .map(|(&ck, &w)| (w * ck).sqrt() * (-a[y] * ck).exp())
                     .collect()
             })
             .collect();
@@ -170,7 +168,7 @@ pub(crate) fn evaluate(side: &Selectable, dense: &[usize]) -> Evaluation {
             for j in i + 1..m {
                 let (y, z) = (dense[i], dense[j]);
                 let integral: f64 = weights[i].iter().zip(&weights[j]).map(|(u, v)| u * v).sum();
-                let entry = -scale * side.q[y] * side.a[y] * side.q[z] * side.a[z] * integral;
+                let entry = -scale * side.q[y] * a[y] * side.q[z] * a[z] * integral;
                 coupling[i * m + j] = entry;
                 coupling[j * m + i] = entry;
             }
@@ -257,15 +255,7 @@ mod tests {
             let q: Vec<f64> = q.iter().map(|x| x / total).collect();
             let base = base / total;
             let (potential, marginal) = enumerate(&q, &a, base, n);
-            let eval = evaluate(
-                &Selectable {
-                    q: &q,
-                    a: &a,
-                    base,
-                    n,
-                },
-                &[],
-            );
+            let eval = evaluate(&Selectable { q: &q, base, n }, &a, &[]);
             assert!(
                 (eval.potential - potential).abs() <= 1e-14,
                 "n = {n}: {} vs {potential}",

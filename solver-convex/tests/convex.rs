@@ -1,8 +1,8 @@
-//! The enumeration-free solver against the closed-form alpha* on random
-//! small instances and on real rows.
+//! Both solvers (enumeration-free and Global Resolution) against the
+//! closed-form alpha* on random small instances and on real rows.
 
 use mdsd_benches::small_problems;
-use mdsd_convex::{ConvexError, ConvexSolver};
+use mdsd_convex::{ConvexError, ConvexSolver, GlobalResolution};
 use mdsd_core::{DraftScheme, Problem, SchemeKind};
 use proptest::prelude::*;
 
@@ -30,6 +30,43 @@ fn check(problem: &Problem, tolerance: f64) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Global Resolution without truncation: alpha within its tolerance of
+/// alpha* (the projected gradient bounds the acceptance lost), and its
+/// set-grouped rule, enumerated over every draft tuple, has the marginal r
+/// the solver reports.
+fn check_global_resolution(problem: &Problem) -> Result<(), TestCaseError> {
+    let tolerance = 1e-9;
+    let solver = GlobalResolution {
+        truncation: 0.0,
+        tolerance,
+        ..GlobalResolution::default()
+    };
+    let solution = solver
+        .solve(problem)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert!(
+        solution.alpha >= solution.alpha_star - tolerance,
+        "alpha {} < alpha* {}",
+        solution.alpha,
+        solution.alpha_star
+    );
+    prop_assert!(solution.alpha <= solution.alpha_star + 1e-12);
+    let q = problem.drafts().drafts()[0].probs();
+    let (v, n) = (q.len(), problem.drafts().n());
+    let mut enumerated = vec![0.0; v];
+    for index in 0..v.pow(n as u32) {
+        let tuple: Vec<usize> = (0..n).map(|i| index / v.pow(i as u32) % v).collect();
+        let probability: f64 = tuple.iter().map(|&x| q[x]).product();
+        for (y, w) in solution.selection(&tuple) {
+            enumerated[y] += probability * w;
+        }
+    }
+    for (y, (r, e)) in solution.selected.iter().zip(&enumerated).enumerate() {
+        prop_assert!((r - e).abs() <= 1e-13, "token {y}: r {r} vs enumerated {e}");
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -37,6 +74,39 @@ proptest! {
     fn reaches_alpha_star_within_its_tolerance(problem in small_problems(SchemeKind::Iid)) {
         check(&problem, 1e-9)?;
     }
+
+    #[test]
+    fn global_resolution_reaches_alpha_star(problem in small_problems(SchemeKind::Iid)) {
+        check_global_resolution(&problem)?;
+    }
+}
+
+#[test]
+fn global_resolution_on_real_rows() {
+    let rows = mdsd_benches::real_rows();
+    let (p, q) = &rows[0];
+    let solver = GlobalResolution::default();
+    // Top 10 draft tokens, two drafts: few sets; the acceptance lost is at
+    // most tau plus the two programs' tolerance.
+    let problem = Problem::new(
+        p.clone(),
+        DraftScheme::iid(q.top_k(10).unwrap(), 2).unwrap(),
+    )
+    .unwrap();
+    let solution = solver.solve(&problem).unwrap();
+    assert!(solution.alpha >= solution.alpha_star - solver.truncation - solver.tolerance);
+    assert!(solution.alpha <= solution.alpha_star + 1e-12);
+    // Top 1000, four drafts: C(|T|, <= 4) sets exceed the budget.
+    let problem = Problem::new(
+        p.clone(),
+        DraftScheme::iid(q.top_k(1000).unwrap(), 4).unwrap(),
+    )
+    .unwrap();
+    let error = solver.solve(&problem).unwrap_err();
+    assert!(
+        matches!(error, ConvexError::EnumerationBudget { sets, budget } if sets > budget as f64),
+        "{error}"
+    );
 }
 
 #[test]
