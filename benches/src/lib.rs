@@ -30,15 +30,44 @@ pub fn real_rows() -> Vec<(Distribution, Distribution)> {
     .expect("readable npz");
     let p: Array2<f32> = npz.by_name("p.npy").expect("array p");
     let q: Array2<f32> = npz.by_name("q.npy").expect("array q");
-    let to_dist = |row: ndarray::ArrayView1<f32>| {
-        Distribution::from_probs(row.iter().map(|&x| f64::from(x)).collect::<Vec<_>>())
-            .expect("valid row")
-    };
     p.rows()
         .into_iter()
         .zip(q.rows())
-        .map(|(p, q)| (to_dist(p), to_dist(q)))
+        .map(|(p, q)| (row(p), row(q)))
         .collect()
+}
+
+/// The 64 real rows of `../shared/data/qwen-coder/dense` (beside the
+/// checkout, or where `MDSD_SHARED_DATA` points), for benchmarks that need
+/// more rows than the repository ships; `None` when that folder is absent.
+///
+/// # Panics
+/// If the folder exists but its arrays are unreadable.
+pub fn shared_rows() -> Option<Vec<(Distribution, Distribution)>> {
+    let folder = std::env::var_os("MDSD_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"))
+        .join("qwen-coder/dense");
+    if !folder.is_dir() {
+        return None;
+    }
+    let read = |name: &str| -> Array2<f32> {
+        ndarray_npy::read_npy(folder.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let (p, q) = (read("p_target.npy"), read("q_draft.npy"));
+    Some(
+        p.rows()
+            .into_iter()
+            .zip(q.rows())
+            .map(|(p, q)| (row(p), row(q)))
+            .collect(),
+    )
+}
+
+/// A float32 row in f64 (`from_probs` renormalises).
+fn row(row: ndarray::ArrayView1<f32>) -> Distribution {
+    Distribution::from_probs(row.iter().map(|&x| f64::from(x)).collect::<Vec<_>>())
+        .expect("valid row")
 }
 
 /// A fixed, generic iid instance of vocabulary `v` with `n` drafts: p and q

@@ -10,6 +10,11 @@ use crate::ConvexError;
 const ARMIJO: f64 = 1e-4;
 /// Tokens of largest draft probability whose Hessian block is kept dense.
 const DENSE: usize = 48;
+/// Tokens outside the dense block from which their collective coupling is
+/// corrected for (`subspace_direction`): below it the block-diagonal steps
+/// converge in fewer evaluations (k = 1000 real rows: 14 iterations of 3
+/// evaluations against 27 of 1).
+const COLLECTIVE: usize = 4096;
 
 /// A potential at one point: its value, gradient and curvature.
 pub(crate) struct Evaluation {
@@ -125,8 +130,16 @@ impl Program<'_> {
             }
             iterations += 1;
             let value = current.0;
-            let direction = self.newton_direction(&theta, &current.1, &dense);
             let gradient = self.gradient(&current.1.marginal);
+            let block = self.newton_direction(&theta, &current.1, &dense);
+            // The block model is the exact Hessian when every token is in
+            // the block, and good enough (fewer evaluations in all) while
+            // few tokens lie outside it.
+            let direction = if self.q.len() > dense.len() + COLLECTIVE {
+                self.subspace_direction(&theta, &current.1.marginal, &gradient, block)
+            } else {
+                block
+            };
             // Rounding in the potential, so that the search does not stall
             // on noise near the optimum.
             let slack = 1e-14 * (1.0 + value.abs());
@@ -152,6 +165,64 @@ impl Program<'_> {
                 step *= 0.5;
             }
         }
+    }
+
+    /// The block-diagonal model misses the coupling of many small tokens
+    /// with each other (rank-structured, through phi): on real rows with
+    /// tens of thousands of free tokens its steps along the collective
+    /// modes are far too short. Corrects it by an exact Newton step in the
+    /// plane of the block direction d and the uniform shift s of the free
+    /// variables (the inner potential is flat along theta + t·1), with
+    /// Hessian-vector products by finite differences of r.
+    fn subspace_direction(
+        &self,
+        theta: &[f64],
+        r: &[f64],
+        gradient: &[f64],
+        d: Vec<f64>,
+    ) -> Vec<f64> {
+        let s: Vec<f64> = theta
+            .iter()
+            .zip(gradient)
+            .map(|(&t, &g)| if self.held(t, g) { 0.0 } else { 1.0 })
+            .collect();
+        let product = |v: &[f64]| -> Option<Vec<f64>> {
+            let largest = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            if largest == 0.0 {
+                return None;
+            }
+            let epsilon = 1e-6 / largest;
+            let moved: Vec<f64> = theta.iter().zip(v).map(|(t, v)| t + epsilon * v).collect();
+            let shifted = self.potential.evaluate(&moved, &[]).marginal;
+            Some(
+                shifted
+                    .iter()
+                    .zip(r)
+                    .map(|(a, b)| (a - b) / epsilon)
+                    .collect(),
+            )
+        };
+        let dot = |a: &[f64], b: &[f64]| -> f64 { a.iter().zip(b).map(|(x, y)| x * y).sum() };
+        let (Some(hd), Some(hs)) = (product(&d), product(&s)) else {
+            return d;
+        };
+        let (dd, ds, ss) = (
+            dot(&d, &hd),
+            0.5 * (dot(&d, &hs) + dot(&s, &hd)),
+            dot(&s, &hs),
+        );
+        let (gd, gs) = (dot(gradient, &d), dot(gradient, &s));
+        let det = dd * ss - ds * ds;
+        // Nearly parallel d and s (or noise in the products): keep d.
+        if !(dd > 0.0 && ss > 0.0 && det > 1e-6 * dd * ss) {
+            return d;
+        }
+        let alpha = (-gd * ss + gs * ds) / det;
+        let beta = (-gs * dd + gd * ds) / det;
+        d.iter()
+            .zip(&s)
+            .map(|(d, s)| alpha * d + beta * s)
+            .collect()
     }
 
     /// The objective's value and the potential's evaluation.

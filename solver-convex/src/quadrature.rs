@@ -26,8 +26,19 @@ use rayon::prelude::*;
 
 use crate::newton::{Evaluation, Potential};
 
-/// Step of the rule in u = ln c.
-const STEP: f64 = 0.25;
+/// Step of the rule in u = ln c: a third of ln 2, so that c doubles every
+/// three nodes and e^(-a c) squares (error e^(-π²/h), about 3e-19).
+const STEP: f64 = std::f64::consts::LN_2 / 3.0;
+/// Below x = a c = SERIES, e^(-x) comes from its Taylor series in x
+/// (remainder below x^TERMS / TERMS! < 1e-23), summed over nodes once as
+/// moments; above it, from three exponentials and repeated squaring.
+/// Squaring doubles the error of the exponent, so starting at x >= 1/64
+/// the relative error at x is at most 64 x · 1e-16 (6e-15 at x = 1, where
+/// the terms matter most).
+const SERIES: f64 = 1.0 / 64.0;
+const TERMS: usize = 9;
+/// Past this, e^(-x) underflows.
+const UNDERFLOW: f64 = 745.0;
 /// c_lo * max a.
 const HEAD: f64 = 1e-9;
 /// c_hi * min a.
@@ -57,16 +68,85 @@ impl Potential for Selectable<'_> {
     }
 }
 
-/// Nodes c_k = e^(u_lo + k h) covering [c_lo, c_hi].
+/// Nodes c_k = c_lo e^(k h) covering [c_lo, c_hi], with c_(k+3) = 2 c_k
+/// exactly.
 fn nodes(a: &[f64]) -> Vec<f64> {
     let (lo, hi) = a.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
         (lo.min(x), hi.max(x))
     });
     let (lo, hi) = (lo.min(1.0), hi.max(1.0));
-    let u_lo = (HEAD / hi).ln();
-    let u_hi = (HORIZON / lo).ln();
-    let count = ((u_hi - u_lo) / STEP).ceil() as usize + 1;
-    (0..count).map(|k| (u_lo + k as f64 * STEP).exp()).collect()
+    let c_lo = HEAD / hi;
+    let count = ((HORIZON / lo / c_lo).ln() / STEP).ceil() as usize + 1;
+    let mut c: Vec<f64> = (0..3.min(count))
+        .map(|k| c_lo * (k as f64 * STEP).exp())
+        .collect();
+    for k in 3..count {
+        c.push(2.0 * c[k - 3]);
+    }
+    c
+}
+
+/// The first node where a c >= SERIES (nodes before it are in the series).
+fn series_end(a: f64, c: &[f64]) -> usize {
+    let k = ((SERIES / (a * c[0])).ln() / STEP).ceil().max(0.0) as usize;
+    k.min(c.len())
+}
+
+/// Calls `term(k, x, e^(-x))` for the nodes k >= start with x = a c_k <=
+/// limit: three exponentials, then e^(-2x) = (e^(-x))^2 along each third.
+fn body(a: f64, c: &[f64], start: usize, limit: f64, mut term: impl FnMut(usize, f64, f64)) {
+    let mut chain = [0.0; 3];
+    for (k, &ck) in c.iter().enumerate().skip(start) {
+        let x = a * ck;
+        if x > limit {
+            break;
+        }
+        let e = if k < start + 3 {
+            (-x).exp()
+        } else {
+            chain[k % 3] * chain[k % 3]
+        };
+        chain[k % 3] = e;
+        term(k, x, e);
+    }
+}
+
+/// `M[K][j] = Σ_(k<K) w_k c_k^j / j!` (plus the rule's infinite left
+/// extension, where w ∝ c), so that `Σ_(k<K) w_k e^(-a c_k) = Σ_j (-a)^j M[K][j]`
+/// for tokens whose first K nodes are in the series.
+fn moments(w: &[f64], c: &[f64]) -> Vec<[f64; TERMS]> {
+    let mut table = vec![[0.0; TERMS]; c.len() + 1];
+    let mut factorial = 1.0;
+    for (j, entry) in table[0].iter_mut().enumerate() {
+        if j > 0 {
+            factorial *= j as f64;
+        }
+        let shrink = (-((j + 1) as f64) * STEP).exp();
+        *entry = w[0] * c[0].powi(j as i32) / factorial * shrink / (1.0 - shrink);
+    }
+    for k in 0..c.len() {
+        let mut power = w[k];
+        let mut row = table[k];
+        for (j, entry) in row.iter_mut().enumerate() {
+            if j > 0 {
+                power *= c[k] / j as f64;
+            }
+            *entry += power;
+        }
+        table[k + 1] = row;
+    }
+    table
+}
+
+/// `Σ_j coefficient_j (-a)^j moment_j`.
+fn series(a: f64, moment: &[f64; TERMS], coefficient: impl Fn(usize) -> f64) -> f64 {
+    let mut power = 1.0;
+    let mut sum = 0.0;
+    for (j, m) in moment.iter().enumerate() {
+        sum += coefficient(j) * power * m;
+        power *= -a;
+    }
+    sum
 }
 
 /// `Σ_{k>=1} f(u_lo - k h)` for f ∝ e^u left of the first node, in units of
@@ -80,31 +160,52 @@ fn left_tail() -> f64 {
 fn evaluate(side: &Selectable, a: &[f64], dense: &[usize]) -> Evaluation {
     let c = nodes(a);
     let k_count = c.len();
-    // phi(c_k) - base, summed over tokens in parallel chunks.
-    let drafted: Vec<f64> = side
+    // phi(c_k) - base, summed over tokens in parallel chunks: nodes past a
+    // token's series end directly, those before it through the token's
+    // moments q a^j, bucketed by series end (node k gets every bucket
+    // above k: Σ_j (-c_k)^j / j! Σ q a^j).
+    let (mut drafted, buckets) = side
         .q
         .par_chunks(CHUNK)
         .zip(a.par_chunks(CHUNK))
         .map(|(q, a)| {
             let mut sums = vec![0.0; k_count];
+            let mut buckets = vec![[0.0; TERMS]; k_count + 1];
             for (&qy, &ay) in q.iter().zip(a) {
-                for (sum, &ck) in sums.iter_mut().zip(&c) {
-                    let x = ay * ck;
-                    if x > 700.0 {
-                        break;
-                    }
-                    *sum += qy * (-x).exp();
+                let end = series_end(ay, &c);
+                let mut power = qy;
+                for entry in buckets[end].iter_mut() {
+                    *entry += power;
+                    power *= ay;
                 }
+                body(ay, &c, end, UNDERFLOW, |k, _, e| sums[k] += qy * e);
             }
-            sums
+            (sums, buckets)
         })
         .reduce(
-            || vec![0.0; k_count],
-            |mut a, b| {
-                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                a
+            || (vec![0.0; k_count], vec![[0.0; TERMS]; k_count + 1]),
+            |(mut sums, mut buckets), (s, b)| {
+                sums.iter_mut().zip(&s).for_each(|(x, y)| *x += y);
+                for (x, y) in buckets.iter_mut().zip(&b) {
+                    x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
+                }
+                (sums, buckets)
             },
         );
+    let mut above = [0.0; TERMS];
+    for k in (0..k_count).rev() {
+        above
+            .iter_mut()
+            .zip(&buckets[k + 1])
+            .for_each(|(x, y)| *x += y);
+        let mut term = 1.0;
+        for (j, moment) in above.iter().enumerate() {
+            if j > 0 {
+                term *= -c[k] / j as f64;
+            }
+            drafted[k] += term * moment;
+        }
+    }
     let n = side.n as i32;
     let base = side.base;
     let phi: Vec<f64> = drafted.iter().map(|d| base + d).collect();
@@ -129,24 +230,26 @@ fn evaluate(side: &Selectable, a: &[f64], dense: &[usize]) -> Evaluation {
     let tail = left_tail();
     let scale = side.n as f64;
 
+    // Moments for the series part of r and of the curvature:
+    // (1 - x) e^(-x) = Σ_j (1 + j) (-x)^j / j!, x e^(-2x) = Σ_j j 2^(j-1) (-1)^(j-1) x^j / j!.
+    let kernel_moments = moments(&kernel, &c);
+    let cross_moments = moments(&cross, &c);
     let (marginal, curvature): (Vec<f64>, Vec<f64>) = side
         .q
         .par_iter()
         .zip(a.par_iter())
         .with_min_len(CHUNK)
         .map(|(&qy, &ay)| {
-            let (mut sum, mut slope) = (0.0, 0.0);
-            for ((&w, &w2), &ck) in kernel.iter().zip(&cross).zip(&c) {
-                let x = ay * ck;
-                if x > NEGLIGIBLE {
-                    break;
-                }
-                let e = (-x).exp();
-                sum += w * e;
-                slope += w * (1.0 - x) * e - w2 * qy * x * e * e;
-            }
-            // The first term's infinite left extension.
-            sum += kernel[0] * (-ay * c[0]).exp() * tail;
+            let end = series_end(ay, &c);
+            let mut sum = series(ay, &kernel_moments[end], |_| 1.0);
+            let mut slope = series(ay, &kernel_moments[end], |j| (1 + j) as f64)
+                + qy * series(ay, &cross_moments[end], |j| {
+                    j as f64 * 2f64.powi(j as i32 - 1)
+                });
+            body(ay, &c, end, NEGLIGIBLE, |k, x, e| {
+                sum += kernel[k] * e;
+                slope += kernel[k] * (1.0 - x) * e - cross[k] * qy * x * e * e;
+            });
             (scale * qy * ay * sum, scale * qy * ay * slope)
         })
         .unzip();
