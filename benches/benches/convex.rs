@@ -2,13 +2,15 @@
 //! the fixture, the draft truncated to its top k tokens: setup time per
 //! token for k in {10, 100, 1000} and n in {2, 4, 8} (goal: at most 1 ms at
 //! k = 1000, n = 8), against the closed-form alpha* (the baseline: what the
-//! optimum costs when no verifier is built). Before timing, each
-//! configuration prints its success rate and largest |alpha - alpha*|.
+//! optimum costs when no verifier is built) and Global Resolution where it
+//! succeeds on every row. Before timing, each configuration prints its
+//! success rates and largest |alpha - alpha*|. The full grid (64 rows, the
+//! full vocabulary) is `convex_grid.rs`.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mdsd_benches::real_rows;
 use mdsd_bounds::optimal_acceptance;
-use mdsd_convex::ConvexSolver;
+use mdsd_convex::{ConvexSolver, GlobalResolution};
 use mdsd_core::{DraftScheme, Problem};
 
 fn grid(c: &mut Criterion) {
@@ -32,8 +34,15 @@ fn grid(c: &mut Criterion) {
                     worst = worst.max((solution.alpha_star - solution.alpha).abs());
                 }
             }
+            let baseline = GlobalResolution::default();
+            let baseline_solved = problems
+                .iter()
+                .filter(|problem| baseline.solve(problem).is_ok())
+                .count();
             println!(
-                "k = {k}, n = {n}: success {solved}/{}, max |alpha - alpha*| = {worst:.2e}",
+                "k = {k}, n = {n}: success {solved}/{}, max |alpha - alpha*| = {worst:.2e}; \
+                 Global Resolution success {baseline_solved}/{}",
+                problems.len(),
                 problems.len()
             );
             let id = format!("k{k}_n{n}");
@@ -44,6 +53,18 @@ fn grid(c: &mut Criterion) {
                     solver.solve(&problems[next]).map(|s| s.alpha).ok()
                 })
             });
+            if baseline_solved == problems.len() {
+                group.bench_with_input(
+                    BenchmarkId::new("global_resolution", &id),
+                    &problems,
+                    |b, problems| {
+                        b.iter(|| {
+                            next = (next + 1) % problems.len();
+                            baseline.solve(&problems[next]).map(|s| s.alpha).ok()
+                        })
+                    },
+                );
+            }
             group.bench_with_input(
                 BenchmarkId::new("closed_form_alpha", &id),
                 &problems,

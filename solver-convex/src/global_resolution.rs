@@ -145,6 +145,7 @@ impl GlobalResolution {
             p: &outer_p,
             bounds: (-LOG_WEIGHT_LIMIT, 0.0),
             stop: Stop::ProjectedGradient,
+            collective: false,
         }
         .minimise(0.0, side_tolerance, self.max_iterations)?;
         let inner_solved = Program {
@@ -154,6 +155,7 @@ impl GlobalResolution {
             p: &inner_p,
             bounds: (-LOG_WEIGHT_LIMIT, LOG_WEIGHT_LIMIT),
             stop: Stop::ProjectedGradient,
+            collective: false,
         }
         .minimise(0.0, side_tolerance, self.max_iterations)?;
 

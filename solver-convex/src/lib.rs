@@ -176,6 +176,7 @@ impl ConvexSolver {
             p: &outer_p,
             bounds: (-THETA_LIMIT, 0.0),
             stop: Stop::Excess,
+            collective: true,
         }
         .minimise(0.0, side_tolerance, self.max_iterations)?;
         let (inner_q, inner_p) = (gather(&inner, q), gather(&inner, p));
@@ -190,6 +191,7 @@ impl ConvexSolver {
             p: &inner_p,
             bounds: (0.0, THETA_LIMIT),
             stop: Stop::Shortfall,
+            collective: true,
         }
         .minimise(0.0, side_tolerance, self.max_iterations)?;
 

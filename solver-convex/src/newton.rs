@@ -10,11 +10,6 @@ use crate::ConvexError;
 const ARMIJO: f64 = 1e-4;
 /// Tokens of largest draft probability whose Hessian block is kept dense.
 const DENSE: usize = 48;
-/// Tokens outside the dense block from which their collective coupling is
-/// corrected for (`subspace_direction`): below it the block-diagonal steps
-/// converge in fewer evaluations (k = 1000 real rows: 14 iterations of 3
-/// evaluations against 27 of 1).
-const COLLECTIVE: usize = 4096;
 
 /// A potential at one point: its value, gradient and curvature.
 pub(crate) struct Evaluation {
@@ -55,6 +50,11 @@ pub(crate) struct Program<'a> {
     pub p: &'a [f64],
     pub bounds: (f64, f64),
     pub stop: Stop,
+    /// Whether every pair of tokens couples (through phi, in the
+    /// enumeration-free potential) rather than only tokens drafted together
+    /// (set-grouped potentials): then steps are corrected for the coupling
+    /// outside the dense block (`subspace_direction`).
+    pub collective: bool,
 }
 
 pub(crate) struct Solved {
@@ -132,10 +132,7 @@ impl Program<'_> {
             let value = current.0;
             let gradient = self.gradient(&current.1.marginal);
             let block = self.newton_direction(&theta, &current.1, &dense);
-            // The block model is the exact Hessian when every token is in
-            // the block, and good enough (fewer evaluations in all) while
-            // few tokens lie outside it.
-            let direction = if self.q.len() > dense.len() + COLLECTIVE {
+            let direction = if self.collective && self.q.len() > dense.len() {
                 self.subspace_direction(&theta, &current.1.marginal, &gradient, block)
             } else {
                 block
