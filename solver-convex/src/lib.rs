@@ -17,6 +17,11 @@
 //! Σ min(p, r) is alpha* = p(H*) + 1 - q(H*)^n. The solver's tolerance only
 //! costs acceptance, never exactness.
 //!
+//! [`GlobalResolution::solve`] is the published baseline (Thomas & Pal):
+//! the same two programs over enumerated draft sets of a truncation set,
+//! refused with [`ConvexError::EnumerationBudget`] when those are too many.
+//! Both minimise through one projected-Newton solver (module `newton`).
+//!
 //! ```
 //! use mdsd_convex::ConvexSolver;
 //! use mdsd_core::{Distribution, DraftScheme, Problem};
