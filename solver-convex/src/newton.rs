@@ -106,8 +106,12 @@ impl Program<'_> {
     ) -> Result<Solved, ConvexError> {
         let (lo, hi) = self.bounds;
         let mut dense: Vec<usize> = (0..self.q.len()).collect();
-        dense.sort_unstable_by(|&a, &b| self.q[b].total_cmp(&self.q[a]));
-        dense.truncate(DENSE);
+        let by_q = |&a: &usize, &b: &usize| self.q[b].total_cmp(&self.q[a]);
+        if dense.len() > DENSE {
+            dense.select_nth_unstable_by(DENSE, by_q);
+            dense.truncate(DENSE);
+        }
+        dense.sort_unstable_by(by_q);
         let mut theta = vec![start.clamp(lo, hi); self.q.len()];
         let mut current = self.objective(&theta, &dense);
         let mut iterations = 0;
