@@ -22,7 +22,9 @@ use mdsd_core::{Problem, SchemeKind};
 use rayon::prelude::*;
 
 use crate::ConvexError;
-use crate::newton::{Evaluation, Potential, Program, Stop, assemble, gather};
+use crate::newton::{
+    Block, Evaluation, Potential, Program, Stop, assemble, block_direction, dense_tokens, gather,
+};
 
 /// Default tau: P(some draft outside the truncation set) at most 1e-4.
 pub const DEFAULT_TRUNCATION: f64 = 1e-4;
@@ -141,21 +143,17 @@ impl GlobalResolution {
         let outer_solved = Program {
             name: "outer",
             potential: &outer_sets,
-            q: &outer_q,
             p: &outer_p,
             bounds: (-LOG_WEIGHT_LIMIT, 0.0),
             stop: Stop::ProjectedGradient,
-            collective: false,
         }
         .minimise(0.0, side_tolerance, self.max_iterations)?;
         let inner_solved = Program {
             name: "inner",
             potential: &inner_sets,
-            q: &inner_q,
             p: &inner_p,
             bounds: (-LOG_WEIGHT_LIMIT, LOG_WEIGHT_LIMIT),
             stop: Stop::ProjectedGradient,
-            collective: false,
         }
         .minimise(0.0, side_tolerance, self.max_iterations)?;
 
@@ -214,6 +212,8 @@ struct DraftSets {
     mass: Vec<f64>,
     /// Inner sets may select nothing: weight 1 for "none".
     none: bool,
+    /// The tokens whose Hessian block is kept dense (`dense_tokens`).
+    dense: Vec<usize>,
 }
 
 impl DraftSets {
@@ -245,6 +245,7 @@ impl DraftSets {
             members: Vec::new(),
             mass: Vec::new(),
             none: inner,
+            dense: dense_tokens(q),
         };
         let mut stack = Vec::with_capacity(n);
         let mut unit = vec![0.0; n + 1];
@@ -296,9 +297,12 @@ struct Partial {
 }
 
 impl Potential for DraftSets {
+    type Hessian = Block;
+
     /// `Σ_s Q(s) log(none + Σ_{y in s} e^(theta_y))`: r_y = Σ_{s ∋ y} Q(s) pi_y,
     /// dr_y / dtheta_y = Σ Q(s) pi_y (1 - pi_y), dr_y / dtheta_z = -Σ Q(s) pi_y pi_z.
-    fn evaluate(&self, theta: &[f64], dense: &[usize]) -> Evaluation {
+    fn evaluate(&self, theta: &[f64]) -> Evaluation<Block> {
+        let dense = &self.dense;
         let m = dense.len();
         let mut position = vec![usize::MAX; self.tokens];
         dense.iter().enumerate().for_each(|(i, &y)| position[y] = i);
@@ -362,9 +366,21 @@ impl Potential for DraftSets {
         Evaluation {
             potential: total.potential,
             marginal: total.marginal,
-            curvature: total.curvature,
-            coupling: total.coupling,
+            hessian: Block {
+                curvature: total.curvature,
+                coupling: total.coupling,
+            },
         }
+    }
+
+    fn direction(
+        &self,
+        _theta: &[f64],
+        at: &Evaluation<Block>,
+        gradient: &[f64],
+        held: &[bool],
+    ) -> Vec<f64> {
+        block_direction(&at.marginal, &at.hessian, &self.dense, gradient, held)
     }
 }
 

@@ -38,6 +38,7 @@
 //! ```
 
 mod global_resolution;
+mod laplacian;
 mod newton;
 mod quadrature;
 
@@ -177,11 +178,9 @@ impl ConvexSolver {
                 base: q_h,
                 n,
             },
-            q: &outer_q,
             p: &outer_p,
             bounds: (-THETA_LIMIT, 0.0),
             stop: Stop::Excess,
-            collective: true,
         }
         .minimise(0.0, side_tolerance, self.max_iterations)?;
         let (inner_q, inner_p) = (gather(&inner, q), gather(&inner, p));
@@ -192,11 +191,9 @@ impl ConvexSolver {
                 base: 0.0,
                 n,
             },
-            q: &inner_q,
             p: &inner_p,
             bounds: (0.0, THETA_LIMIT),
             stop: Stop::Shortfall,
-            collective: true,
         }
         .minimise(0.0, side_tolerance, self.max_iterations)?;
 

@@ -8,25 +8,36 @@ use crate::ConvexError;
 
 /// Armijo's sufficient-decrease constant.
 const ARMIJO: f64 = 1e-4;
-/// Tokens of largest draft probability whose Hessian block is kept dense.
-const DENSE: usize = 48;
+/// Width of the ε-active set at the bounds, in theta.
+const ACTIVE: f64 = 1e-3;
+/// Longest move of one variable in one iteration.
+const REACH: f64 = 4.0;
+/// Tokens of largest draft probability whose Hessian block is kept dense
+/// (`block_direction`).
+pub(crate) const DENSE: usize = 48;
 
-/// A potential at one point: its value, gradient and curvature.
-pub(crate) struct Evaluation {
+/// A potential at one point: its value, its gradient r, and what its
+/// Newton direction needs (`H`, per potential).
+pub(crate) struct Evaluation<H> {
     pub potential: f64,
     /// r_y, the gradient in theta_y.
     pub marginal: Vec<f64>,
-    /// The diagonal of the Hessian, dr_y / dtheta_y (to scale steps; no
-    /// accuracy needed).
-    pub curvature: Vec<f64>,
-    /// The Hessian's off-diagonal entries among the tokens `dense` (row
-    /// major, zero diagonal).
-    pub coupling: Vec<f64>,
+    pub hessian: H,
 }
 
 /// A convex function of theta whose gradient is a selected-token marginal.
 pub(crate) trait Potential: Sync {
-    fn evaluate(&self, theta: &[f64], dense: &[usize]) -> Evaluation;
+    type Hessian;
+    fn evaluate(&self, theta: &[f64]) -> Evaluation<Self::Hessian>;
+    /// A descent direction from `at`: Newton's (or close to it) in the free
+    /// variables, zero on those `held` at a bound by their gradient.
+    fn direction(
+        &self,
+        theta: &[f64],
+        at: &Evaluation<Self::Hessian>,
+        gradient: &[f64],
+        held: &[bool],
+    ) -> Vec<f64>;
 }
 
 /// When a program is solved.
@@ -42,19 +53,12 @@ pub(crate) enum Stop {
 }
 
 /// One program: minimise `potential(theta) - <p, theta>` over a box.
-pub(crate) struct Program<'a> {
+pub(crate) struct Program<'a, P: Potential> {
     pub name: &'static str,
-    pub potential: &'a dyn Potential,
-    /// Draft probabilities, to choose the dense block.
-    pub q: &'a [f64],
+    pub potential: &'a P,
     pub p: &'a [f64],
     pub bounds: (f64, f64),
     pub stop: Stop,
-    /// Whether every pair of tokens couples (through phi, in the
-    /// enumeration-free potential) rather than only tokens drafted together
-    /// (set-grouped potentials): then steps are corrected for the coupling
-    /// outside the dense block (`subspace_direction`).
-    pub collective: bool,
 }
 
 pub(crate) struct Solved {
@@ -63,15 +67,16 @@ pub(crate) struct Solved {
     pub iterations: usize,
 }
 
-impl Program<'_> {
+impl<P: Potential> Program<'_, P> {
     fn gradient(&self, r: &[f64]) -> Vec<f64> {
         r.iter().zip(self.p).map(|(r, p)| r - p).collect()
     }
 
-    /// Whether theta_k sits at a bound that its gradient pushes against.
-    fn held(&self, theta: f64, gradient: f64) -> bool {
+    /// Whether theta_k is within `margin` of a bound that its gradient
+    /// pushes against.
+    fn held(&self, theta: f64, gradient: f64, margin: f64) -> bool {
         let (lo, hi) = self.bounds;
-        (theta <= lo && gradient > 0.0) || (theta >= hi && gradient < 0.0)
+        (theta <= lo + margin && gradient > 0.0) || (theta >= hi - margin && gradient < 0.0)
     }
 
     fn residual(&self, theta: &[f64], r: &[f64]) -> f64 {
@@ -81,23 +86,19 @@ impl Program<'_> {
             Stop::ProjectedGradient => theta
                 .iter()
                 .zip(self.gradient(r))
-                .filter(|&(&t, g)| !self.held(t, g))
+                .filter(|&(&t, g)| !self.held(t, g, 0.0))
                 .map(|(_, g)| g.abs())
                 .sum(),
         }
     }
 
-    /// Projected Newton with a block-diagonal Hessian and Armijo
-    /// backtracking along the projection arc (Bertsekas, SIAM J. Control
-    /// Optim. 1982, "two-metric" projection): the exact Hessian among the
-    /// `DENSE` tokens of largest q, where the coupling lives, its diagonal
-    /// elsewhere; variables held at a bound by their gradient do not move.
-    /// Each accepted step decreases the convex objective, and the direction
-    /// vanishes only at KKT points. Pure diagonal scaling (with or without
-    /// Barzilai-Borwein steps) crawled on real rows: the inner Hessian is
-    /// singular along theta + t·1, and the top tokens (q up to 0.6) couple
-    /// strongly. Own code: no maintained crate offers box-constrained
-    /// Newton-type minimisation (argmin's L-BFGS has no bounds).
+    /// Projected Newton with Armijo backtracking along the projection arc
+    /// (Bertsekas, SIAM J. Control Optim. 1982, "two-metric" projection):
+    /// variables held at a bound by their gradient do not move, the others
+    /// take the potential's Newton direction. Each accepted step decreases
+    /// the convex objective, and the direction vanishes only at KKT points.
+    /// Own code: no maintained crate offers box-constrained Newton-type
+    /// minimisation (argmin's L-BFGS has no bounds).
     pub fn minimise(
         &self,
         start: f64,
@@ -105,19 +106,12 @@ impl Program<'_> {
         max_iterations: usize,
     ) -> Result<Solved, ConvexError> {
         let (lo, hi) = self.bounds;
-        let mut dense: Vec<usize> = (0..self.q.len()).collect();
-        let by_q = |&a: &usize, &b: &usize| self.q[b].total_cmp(&self.q[a]);
-        if dense.len() > DENSE {
-            dense.select_nth_unstable_by(DENSE, by_q);
-            dense.truncate(DENSE);
-        }
-        dense.sort_unstable_by(by_q);
-        let mut theta = vec![start.clamp(lo, hi); self.q.len()];
-        let mut current = self.objective(&theta, &dense);
+        let mut theta = vec![start.clamp(lo, hi); self.p.len()];
+        let mut current = self.objective(&theta);
         let mut iterations = 0;
         loop {
             let lost = self.residual(&theta, &current.1.marginal);
-            if lost <= tolerance || self.q.is_empty() {
+            if lost <= tolerance || self.p.is_empty() {
                 return Ok(Solved {
                     theta,
                     marginal: current.1.marginal,
@@ -135,12 +129,25 @@ impl Program<'_> {
             iterations += 1;
             let value = current.0;
             let gradient = self.gradient(&current.1.marginal);
-            let block = self.newton_direction(&theta, &current.1, &dense);
-            let direction = if self.collective && self.q.len() > dense.len() {
-                self.subspace_direction(&theta, &current.1.marginal, &gradient, block)
-            } else {
-                block
-            };
+            // Variables within ACTIVE of a bound that their gradient pushes
+            // against go to it and leave the Newton system (Bertsekas' ε-active
+            // set): a Newton step for a variable a hair above its bound is
+            // cut by the projection for every step length, which stalls the
+            // line search.
+            let active: Vec<bool> = theta
+                .iter()
+                .zip(&gradient)
+                .map(|(&t, &g)| self.held(t, g, ACTIVE))
+                .collect();
+            let mut direction = self
+                .potential
+                .direction(&theta, &current.1, &gradient, &active);
+            for ((d, &t), &a) in direction.iter_mut().zip(&theta).zip(&active) {
+                if a {
+                    *d = if t - lo <= ACTIVE { lo - t } else { hi - t };
+                }
+                *d = d.clamp(-REACH, REACH);
+            }
             // Rounding in the potential, so that the search does not stall
             // on noise near the optimum.
             let slack = 1e-14 * (1.0 + value.abs());
@@ -157,7 +164,7 @@ impl Program<'_> {
                     .zip(&gradient)
                     .map(|((t1, t0), g)| (t1 - t0) * g)
                     .sum();
-                let evaluated = self.objective(&trial, &dense);
+                let evaluated = self.objective(&trial);
                 if evaluated.0 <= value + ARMIJO * decrease + slack || step < 1e-10 {
                     theta = trial;
                     current = evaluated;
@@ -168,117 +175,84 @@ impl Program<'_> {
         }
     }
 
-    /// The block-diagonal model misses the coupling of many small tokens
-    /// with each other (rank-structured, through phi): on real rows with
-    /// tens of thousands of free tokens its steps along the collective
-    /// modes are far too short. Corrects it by an exact Newton step in the
-    /// plane of the block direction d and the uniform shift s of the free
-    /// variables (the inner potential is flat along theta + t·1), with
-    /// Hessian-vector products by finite differences of r.
-    fn subspace_direction(
-        &self,
-        theta: &[f64],
-        r: &[f64],
-        gradient: &[f64],
-        d: Vec<f64>,
-    ) -> Vec<f64> {
-        let s: Vec<f64> = theta
-            .iter()
-            .zip(gradient)
-            .map(|(&t, &g)| if self.held(t, g) { 0.0 } else { 1.0 })
-            .collect();
-        let product = |v: &[f64]| -> Option<Vec<f64>> {
-            let largest = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-            if largest == 0.0 {
-                return None;
-            }
-            let epsilon = 1e-6 / largest;
-            let moved: Vec<f64> = theta.iter().zip(v).map(|(t, v)| t + epsilon * v).collect();
-            let shifted = self.potential.evaluate(&moved, &[]).marginal;
-            Some(
-                shifted
-                    .iter()
-                    .zip(r)
-                    .map(|(a, b)| (a - b) / epsilon)
-                    .collect(),
-            )
-        };
-        let dot = |a: &[f64], b: &[f64]| -> f64 { a.iter().zip(b).map(|(x, y)| x * y).sum() };
-        let (Some(hd), Some(hs)) = (product(&d), product(&s)) else {
-            return d;
-        };
-        let (dd, ds, ss) = (
-            dot(&d, &hd),
-            0.5 * (dot(&d, &hs) + dot(&s, &hd)),
-            dot(&s, &hs),
-        );
-        let (gd, gs) = (dot(gradient, &d), dot(gradient, &s));
-        let det = dd * ss - ds * ds;
-        // Nearly parallel d and s (or noise in the products): keep d.
-        if !(dd > 0.0 && ss > 0.0 && det > 1e-6 * dd * ss) {
-            return d;
-        }
-        let alpha = (-gd * ss + gs * ds) / det;
-        let beta = (-gs * dd + gd * ds) / det;
-        d.iter()
-            .zip(&s)
-            .map(|(d, s)| alpha * d + beta * s)
-            .collect()
-    }
-
     /// The objective's value and the potential's evaluation.
-    fn objective(&self, theta: &[f64], dense: &[usize]) -> (f64, Evaluation) {
-        let evaluation = self.potential.evaluate(theta, dense);
+    fn objective(&self, theta: &[f64]) -> (f64, Evaluation<P::Hessian>) {
+        let evaluation = self.potential.evaluate(theta);
         let linear: f64 = self.p.iter().zip(theta).map(|(p, t)| p * t).sum();
         (evaluation.potential - linear, evaluation)
     }
+}
 
-    /// The Newton direction of the block-diagonal model at theta.
-    fn newton_direction(&self, theta: &[f64], current: &Evaluation, dense: &[usize]) -> Vec<f64> {
-        let (r, curvature, coupling) = (&current.marginal, &current.curvature, &current.coupling);
-        let gradient = self.gradient(r);
-        // A floor on the curvature keeps steps finite where r is flat in theta.
-        let diagonal = |k: usize| curvature[k].max(1e-12 * r[k]).max(1e-300);
-        let held = |k: usize| self.held(theta[k], gradient[k]);
-        let mut direction: Vec<f64> = (0..theta.len())
-            .map(|k| {
-                if held(k) {
-                    0.0
-                } else {
-                    -gradient[k] / diagonal(k)
-                }
-            })
-            .collect();
-        let m = dense.len();
-        let free: Vec<usize> = (0..m).filter(|&i| !held(dense[i])).collect();
-        if free.len() > 1 {
-            let f = free.len();
-            let block = DMatrix::from_fn(f, f, |i, j| {
-                let (a, b) = (free[i], free[j]);
-                if a == b {
-                    diagonal(dense[a])
-                } else {
-                    coupling[a * m + b]
-                }
-            });
-            let rhs = DVector::from_fn(f, |i, _| -gradient[dense[free[i]]]);
-            // The block is singular when every draft is selectable (theta +
-            // t·1 changes nothing), and its diagonal, computed without the
-            // rule's tail terms, can fall a hair short of positive
-            // semidefinite: a ridge from 1e-8 of the largest curvature up.
-            let largest = free.iter().map(|&a| diagonal(dense[a])).fold(0.0, f64::max);
-            let solution = [1e-8, 1e-6, 1e-4].into_iter().find_map(|ridge| {
-                let ridged = &block + DMatrix::identity(f, f) * (ridge * largest);
-                ridged.cholesky().map(|c| c.solve(&rhs))
-            });
-            if let Some(solution) = solution {
-                for (i, &a) in free.iter().enumerate() {
-                    direction[dense[a]] = solution[i];
-                }
+/// The Hessian's diagonal, and its entries among the `dense` tokens (row
+/// major, zero diagonal).
+pub(crate) struct Block {
+    pub curvature: Vec<f64>,
+    pub coupling: Vec<f64>,
+}
+
+/// The `DENSE` tokens of largest q, where the coupling of set-grouped
+/// potentials lives.
+pub(crate) fn dense_tokens(q: &[f64]) -> Vec<usize> {
+    let mut dense: Vec<usize> = (0..q.len()).collect();
+    let by_q = |&a: &usize, &b: &usize| q[b].total_cmp(&q[a]);
+    if dense.len() > DENSE {
+        dense.select_nth_unstable_by(DENSE, by_q);
+        dense.truncate(DENSE);
+    }
+    dense.sort_unstable_by(by_q);
+    dense
+}
+
+/// The Newton direction of a block-diagonal model: the exact Hessian among
+/// the `dense` tokens, its diagonal elsewhere. Pure diagonal scaling
+/// crawled on real rows: the top tokens (q up to 0.6) couple strongly.
+pub(crate) fn block_direction(
+    r: &[f64],
+    hessian: &Block,
+    dense: &[usize],
+    gradient: &[f64],
+    held: &[bool],
+) -> Vec<f64> {
+    // A floor on the curvature keeps steps finite where r is flat in theta.
+    let diagonal = |k: usize| hessian.curvature[k].max(1e-12 * r[k]).max(1e-300);
+    let mut direction: Vec<f64> = (0..r.len())
+        .map(|k| {
+            if held[k] {
+                0.0
+            } else {
+                -gradient[k] / diagonal(k)
+            }
+        })
+        .collect();
+    let m = dense.len();
+    let free: Vec<usize> = (0..m).filter(|&i| !held[dense[i]]).collect();
+    if free.len() > 1 {
+        let f = free.len();
+        let block = DMatrix::from_fn(f, f, |i, j| {
+            let (a, b) = (free[i], free[j]);
+            if a == b {
+                diagonal(dense[a])
+            } else {
+                hessian.coupling[a * m + b]
+            }
+        });
+        let rhs = DVector::from_fn(f, |i, _| -gradient[dense[free[i]]]);
+        // The block is singular when every draft is selectable (theta +
+        // t·1 changes nothing), and its diagonal, computed without the
+        // rule's tail terms, can fall a hair short of positive
+        // semidefinite: a ridge from 1e-8 of the largest curvature up.
+        let largest = free.iter().map(|&a| diagonal(dense[a])).fold(0.0, f64::max);
+        let solution = [1e-8, 1e-6, 1e-4].into_iter().find_map(|ridge| {
+            let ridged = &block + DMatrix::identity(f, f) * (ridge * largest);
+            ridged.cholesky().map(|c| c.solve(&rhs))
+        });
+        if let Some(solution) = solution {
+            for (i, &a) in free.iter().enumerate() {
+                direction[dense[a]] = solution[i];
             }
         }
-        direction
     }
+    direction
 }
 
 /// `x` on `tokens`, in their order.

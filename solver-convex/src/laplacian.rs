@@ -1,0 +1,171 @@
+//! The Newton direction of the selection potential (module `quadrature`)
+//! from the structure of its Hessian.
+//!
+//! With `U_yk = q_y a_y e^(-a_y c_k)` and `W_k = n (n-1) h c_k² phi(c_k)^(n-2)`
+//! on nodes c_k of step h in u = ln c, the coupling of two tokens is
+//! `dr_y / dtheta_z = -n (n-1) q_y a_y q_z a_z ∫ c e^(-(a_y + a_z) c) phi^(n-2) dc = -(U W Uᵀ)_yz`,
+//! and, integrating the diagonal by parts (the potential is flat along
+//! theta + t·1 on the selectable tokens), the Hessian is the weighted graph
+//! Laplacian `H = Λ - U W Uᵀ`, `Λ = Diag(U W Uᵀ 1)`. Its coupling has the
+//! rank of the node count K, so on the free tokens F Woodbury's identity
+//! turns the Newton system `H_FF d = -g` into a K x K one:
+//! `d = -Λ⁻¹ (g + U z)`, `(I - ω C ω) ω⁻¹ z = ω t`, with `C = Uᵀ Λ⁻¹ U`,
+//! `t = Uᵀ Λ⁻¹ g` (sums over F) and `ω = W^(1/2)`; `I - ω C ω` is positive
+//! semidefinite exactly when H_FF is (Schur complements), singular only
+//! along the flat direction.
+//!
+//! Two approximations keep it cheap, and only cost Newton's rate, never
+//! exactness (the line search and the stop rule use the exact r):
+//! * every third node of the evaluation (step ln 2: relative error
+//!   e^(-π² / ln 2), about 7e-7);
+//! * rows of U from buckets of theta (`Assignment`) to first order in the
+//!   offset δ = a / a_b - 1: `e^(-a c) ≈ e^(-x) (1 - δ x)`, x = a_b c <=
+//!   `LIMIT`, so that every sum over tokens is a sum over buckets of two or
+//!   three moments (relative error (δ x)² / 2, below 2e-3 where e^(-x) >
+//!   1e-7). Λ is built from the same rows, so the model stays a Laplacian
+//!   with nonnegative weights (positive semidefinite).
+
+use nalgebra::{DMatrix, DVector};
+use rayon::prelude::*;
+
+use crate::newton::Evaluation;
+use crate::quadrature::{Assignment, Nodes, STEP, Selectable};
+
+/// Nodes with x = a_b c above this are left out of a bucket's row: e^(-40)
+/// is negligible, and 1 - δ x stays positive (|δ| < 0.016).
+const LIMIT: f64 = 40.0;
+
+/// The (approximate) Newton direction of `side` at `at`: zero on `held`
+/// tokens.
+pub(crate) fn direction(
+    side: &Selectable,
+    theta: &[f64],
+    at: &Evaluation<Nodes>,
+    gradient: &[f64],
+    held: &[bool],
+) -> Vec<f64> {
+    let n = side.n;
+    if n < 2 {
+        // One draft: r = q whatever theta, the potential is linear.
+        return gradient
+            .iter()
+            .zip(held)
+            .map(|(g, &h)| if h { 0.0 } else { -g })
+            .collect();
+    }
+    let Nodes { c, phi } = &at.hessian;
+    let coarse: Vec<f64> = c.iter().step_by(3).copied().collect();
+    let scale = (n * (n - 1)) as f64 * 3.0 * STEP;
+    let omega: Vec<f64> = c
+        .iter()
+        .zip(phi)
+        .step_by(3)
+        .map(|(ck, f)| (scale * ck * ck * f.powi(n as i32 - 2)).sqrt())
+        .collect();
+
+    let tokens = Assignment::new(theta);
+    let qa =
+        |y: usize| side.q[y] * tokens.centre[tokens.slot[y] as usize] * (1.0 + tokens.delta[y]);
+    let all = tokens.moments::<2>(qa);
+    // Per occupied bucket, (x, e^(-x)) at the coarse nodes with x <= LIMIT.
+    let occupied: Vec<usize> = (0..all.len()).filter(|&b| all[b][0] > 0.0).collect();
+    let rows: Vec<Vec<(f64, f64)>> = occupied
+        .iter()
+        .map(|&b| {
+            coarse
+                .iter()
+                .map(|&ck| tokens.centre[b] * ck)
+                .take_while(|&x| x <= LIMIT)
+                .map(|x| (x, (-x).exp()))
+                .collect()
+        })
+        .collect();
+    // Σ_k over a bucket's row of e (f0 - x f1) v_k: the first-order row
+    // against a node vector, for a bucket's moments (f0, f1).
+    let node_sum = |row: &[(f64, f64)], f0: f64, f1: f64, v: &[f64]| -> f64 {
+        row.iter()
+            .zip(v)
+            .map(|(&(x, e), v)| e * (f0 - x * f1) * v)
+            .sum()
+    };
+    let mut index = vec![usize::MAX; all.len()];
+    occupied.iter().enumerate().for_each(|(i, &b)| index[b] = i);
+
+    // Λ_y = q_y a_y Σ_k e_yk W_k s_k with s = Uᵀ 1 over every token.
+    let k_count = coarse.len();
+    let mut ones = vec![0.0; k_count];
+    for (row, &b) in rows.iter().zip(&occupied) {
+        for (k, &(x, e)) in row.iter().enumerate() {
+            ones[k] += e * (all[b][0] - x * all[b][1]);
+        }
+    }
+    let weighted: Vec<f64> = ones.iter().zip(&omega).map(|(s, w)| s * w * w).collect();
+    let diagonal_rows: Vec<(f64, f64)> = rows
+        .iter()
+        .map(|row| {
+            (
+                node_sum(row, 1.0, 0.0, &weighted),
+                node_sum(row, 0.0, -1.0, &weighted),
+            )
+        })
+        .collect();
+    let lambda: Vec<f64> = (0..theta.len())
+        .into_par_iter()
+        .with_min_len(4096)
+        .map(|y| {
+            let (lam, mu) = diagonal_rows[index[tokens.slot[y] as usize]];
+            (qa(y) * (lam - tokens.delta[y] * mu))
+                .max(1e-12 * at.marginal[y])
+                .max(1e-300)
+        })
+        .collect();
+
+    // C = Uᵀ Λ⁻¹ U and t = Uᵀ Λ⁻¹ g over the free tokens.
+    let free = |y: usize| if held[y] { 0.0 } else { 1.0 };
+    let second = tokens.moments::<3>(|y| free(y) * qa(y) * qa(y) / lambda[y]);
+    let first = tokens.moments::<2>(|y| free(y) * qa(y) * gradient[y] / lambda[y]);
+    let mut system = DMatrix::<f64>::zeros(k_count, k_count);
+    let mut rhs = DVector::<f64>::zeros(k_count);
+    for (row, &b) in rows.iter().zip(&occupied) {
+        let [m0, m1, m2] = second[b];
+        for (k, &(xk, ek)) in row.iter().enumerate() {
+            rhs[k] += ek * (first[b][0] - xk * first[b][1]);
+            for (l, &(xl, el)) in row.iter().enumerate().take(k + 1) {
+                system[(k, l)] += ek * el * (m0 - m1 * (xk + xl) + m2 * xk * xl);
+            }
+        }
+    }
+    // I - ω C ω (lower triangle filled, mirrored), and ω t.
+    for k in 0..k_count {
+        for l in 0..=k {
+            let entry = -omega[k] * system[(k, l)] * omega[l] + if k == l { 1.0 } else { 0.0 };
+            system[(k, l)] = entry;
+            system[(l, k)] = entry;
+        }
+        rhs[k] *= omega[k];
+    }
+    // Singular along theta + t·1 when every token is free: a ridge.
+    let solution = [0.0, 1e-12, 1e-10, 1e-8, 1e-6]
+        .into_iter()
+        .find_map(|ridge| {
+            let ridged = &system + DMatrix::identity(k_count, k_count) * ridge;
+            ridged.cholesky().map(|factor| factor.solve(&rhs))
+        })
+        .unwrap_or_else(|| DVector::zeros(k_count));
+    let z: Vec<f64> = solution.iter().zip(&omega).map(|(y, w)| y * w).collect();
+    let coupled: Vec<(f64, f64)> = rows
+        .iter()
+        .map(|row| (node_sum(row, 1.0, 0.0, &z), node_sum(row, 0.0, -1.0, &z)))
+        .collect();
+    (0..theta.len())
+        .into_par_iter()
+        .with_min_len(4096)
+        .map(|y| {
+            if held[y] {
+                return 0.0;
+            }
+            let (zeta, xi) = coupled[index[tokens.slot[y] as usize]];
+            -(gradient[y] + qa(y) * (zeta - tokens.delta[y] * xi)) / lambda[y]
+        })
+        .collect()
+}
