@@ -5,9 +5,9 @@
 //! |alpha - alpha*| among successes, and the closed-form alpha* (the
 //! same-run baseline: the optimum's value without a verifier).
 //!
-//! One solve per row and cell is the measurement (a full-vocabulary solve
-//! takes seconds, too slow for criterion's repetitions; `convex.rs` holds
-//! the criterion benchmarks). Uses the 64 rows of `../shared/data` when
+//! One solve per row and cell is the measurement (768 solves per method,
+//! too many for criterion's repeated sampling; `convex.rs` holds the
+//! criterion benchmarks). Uses the 64 rows of `../shared/data` when
 //! present, else the repository's 8. Narrow it with
 //! `GRID_K=10,100 GRID_N=2 GRID_ROWS=8 GRID_METHODS=convex`.
 //!
