@@ -43,7 +43,7 @@ mod newton;
 mod quadrature;
 
 use mdsd_bounds::{BoundError, IidAlgorithm, optimal_acceptance_iid};
-use mdsd_core::{CoreError, Problem, SchemeKind};
+use mdsd_core::{CoreError, Distribution, Problem, SchemeKind};
 use thiserror::Error;
 
 pub use global_resolution::{
@@ -104,14 +104,24 @@ impl Default for ConvexSolver {
 }
 
 /// The solved selection rule.
+///
+/// Weights and r live on the draft's support, the only tokens a draft can
+/// be: with the draft truncated to its top k that is k of the V tokens,
+/// and the solution costs O(k), not O(V).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConvexSolution {
     /// The acceptance of the selected token, Σ min(p, r).
     pub alpha: f64,
-    /// alpha* from the closed form, and its certificate H*.
+    /// alpha* from the closed form, and its certificate H* (ascending).
     pub alpha_star: f64,
     pub certificate: Vec<usize>,
-    /// Outer weights e^theta (<= 1) on tokens outside H*, 0 on H*.
+    /// The vocabulary's size.
+    pub vocabulary: usize,
+    /// The tokens of positive draft probability, ascending: the three
+    /// vectors below are on them, in this order; every other token has
+    /// weight 0 and r = 0.
+    pub support: Vec<usize>,
+    /// Outer weights e^theta (<= 1) outside H*, 0 on H*.
     pub outer_weights: Vec<f64>,
     /// Inner weights e^theta (>= 1) on H*, 0 elsewhere.
     pub inner_weights: Vec<f64>,
@@ -123,24 +133,41 @@ pub struct ConvexSolution {
 
 impl ConvexSolution {
     /// The law of the selected draft token given the drafts: (token, prob).
+    /// Drafts of draft probability 0 are never selected (the law is empty
+    /// when every draft is one).
     pub fn selection(&self, drafts: &[usize]) -> Vec<(usize, f64)> {
-        let outer = drafts.iter().any(|&x| self.outer_weights[x] > 0.0);
+        let weight = |weights: &[f64], x: usize| {
+            self.support
+                .binary_search(&x)
+                .map_or(0.0, |slot| weights[slot])
+        };
+        let outer = drafts.iter().any(|&x| weight(&self.outer_weights, x) > 0.0);
         let weights = if outer {
             &self.outer_weights
         } else {
             &self.inner_weights
         };
-        let total: f64 = drafts.iter().map(|&x| weights[x]).sum();
+        let total: f64 = drafts.iter().map(|&x| weight(weights, x)).sum();
         let mut law: Vec<(usize, f64)> = Vec::with_capacity(drafts.len());
         for &x in drafts {
-            let w = weights[x] / total;
+            let w = weight(weights, x);
             if w <= 0.0 {
                 continue;
             }
+            let w = w / total;
             match law.iter_mut().find(|e| e.0 == x) {
                 Some(entry) => entry.1 += w,
                 None => law.push((x, w)),
             }
+        }
+        law
+    }
+
+    /// r on the whole vocabulary.
+    pub fn selected_law(&self) -> Vec<f64> {
+        let mut law = vec![0.0; self.vocabulary];
+        for (&y, &r) in self.support.iter().zip(&self.selected) {
+            law[y] = r;
         }
         law
     }
@@ -158,15 +185,29 @@ impl ConvexSolver {
             return Err(ConvexError::Unsupported(drafts.kind()));
         }
         let n = drafts.n();
-        let target = problem.target();
-        let draft = &drafts.drafts()[0];
+        let (target, draft) = (problem.target(), &drafts.drafts()[0]);
+        let support: Vec<usize> = (0..target.len())
+            .filter(|&y| draft.probs()[y] > 0.0)
+            .collect();
+        let restricted = (support.len() < target.len())
+            .then(|| restrict(target, draft, &support))
+            .transpose()?;
+        let (target, draft) = restricted.as_ref().map_or((target, draft), |(p, q)| (p, q));
         let bound = optimal_acceptance_iid(target, draft, n, IidAlgorithm::default())?;
-        let (p, q) = (target.probs(), draft.probs());
-        let v = p.len();
-        let mut in_h = vec![false; v];
-        bound.certificate.iter().for_each(|&y| in_h[y] = true);
-        let inner: Vec<usize> = (0..v).filter(|&y| in_h[y] && q[y] > 0.0).collect();
-        let outer: Vec<usize> = (0..v).filter(|&y| !in_h[y] && q[y] > 0.0).collect();
+        // Programs, solution and acceptance on the support (the extra token
+        // of `restrict`, if any, is never selected and never in H*).
+        let (p, q) = (
+            &target.probs()[..support.len()],
+            &draft.probs()[..support.len()],
+        );
+        let mut in_h = vec![false; support.len()];
+        bound
+            .certificate
+            .iter()
+            .filter(|&&y| y < support.len())
+            .for_each(|&y| in_h[y] = true);
+        let inner: Vec<usize> = (0..support.len()).filter(|&y| in_h[y]).collect();
+        let outer: Vec<usize> = (0..support.len()).filter(|&y| !in_h[y]).collect();
         let q_h: f64 = inner.iter().map(|&y| q[y]).sum();
 
         let side_tolerance = 0.5 * self.tolerance;
@@ -201,11 +242,44 @@ impl ConvexSolver {
         Ok(ConvexSolution {
             alpha: assembled.alpha,
             alpha_star: bound.alpha,
-            certificate: bound.certificate,
+            certificate: inner.iter().map(|&y| support[y]).collect(),
+            vocabulary: problem.vocab_size(),
+            support,
             outer_weights: assembled.outer_weights,
             inner_weights: assembled.inner_weights,
             selected: assembled.selected,
             iterations: assembled.iterations,
         })
     }
+}
+
+/// The problem on the draft's support, whose tokens come first in the
+/// order of `support`, plus one token of draft probability 0 holding the
+/// target mass of the rest when it has any. A token that is never drafted
+/// gets no weight, and is never in H*: adding it to H raises p(H) and not
+/// q(H). So alpha* and H* are those of the whole problem, found in O(k)
+/// after one pass over the vocabulary.
+fn restrict(
+    target: &Distribution,
+    draft: &Distribution,
+    support: &[usize],
+) -> Result<(Distribution, Distribution), CoreError> {
+    let (p, q) = (target.probs(), draft.probs());
+    // The rest's mass summed directly, not as 1 - p(support).
+    let rest: f64 = p
+        .iter()
+        .zip(q)
+        .filter(|&(_, &q)| q <= 0.0)
+        .map(|(p, _)| p)
+        .sum();
+    let mut p_support = gather(support, p);
+    let mut q_support = gather(support, q);
+    if rest > 0.0 {
+        p_support.push(rest);
+        q_support.push(0.0);
+    }
+    Ok((
+        Distribution::from_probs(p_support)?,
+        Distribution::from_probs(q_support)?,
+    ))
 }

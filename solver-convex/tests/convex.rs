@@ -2,6 +2,7 @@
 //! closed-form alpha* on random small instances and on real rows.
 
 use mdsd_benches::small_problems;
+use mdsd_bounds::{acceptance_upper_bound, optimal_acceptance};
 use mdsd_convex::{ConvexError, ConvexSolver, GlobalResolution};
 use mdsd_core::{DraftScheme, Problem, SchemeKind};
 use proptest::prelude::*;
@@ -27,6 +28,18 @@ fn check(problem: &Problem, tolerance: f64) -> Result<(), TestCaseError> {
     prop_assert!(solution.alpha <= solution.alpha_star + 1e-12);
     let total: f64 = solution.selected.iter().sum();
     prop_assert!((total - 1.0).abs() <= 1e-13, "r sums to {total}");
+    // Solved on the draft's support: the same alpha* and an H* that
+    // attains it on the whole problem.
+    let q = problem.drafts().drafts()[0].probs();
+    let support: Vec<usize> = (0..q.len()).filter(|&y| q[y] > 0.0).collect();
+    prop_assert_eq!(&solution.support, &support);
+    let full = optimal_acceptance(problem).unwrap();
+    prop_assert!((solution.alpha_star - full.alpha).abs() <= 1e-12);
+    let attained = acceptance_upper_bound(problem, &solution.certificate).unwrap();
+    prop_assert!(
+        (attained - full.alpha).abs() <= 1e-12,
+        "H* gives {attained}"
+    );
     Ok(())
 }
 
@@ -115,6 +128,24 @@ fn real_rows_at_full_vocabulary() {
         for n in [2, 4] {
             let problem = Problem::new(p.clone(), DraftScheme::iid(q.clone(), n).unwrap()).unwrap();
             let solution = ConvexSolver::default().solve(&problem).unwrap();
+            assert!(solution.alpha >= solution.alpha_star - 1e-6);
+            assert!(solution.alpha <= solution.alpha_star + 1e-12);
+            let total: f64 = solution.selected.iter().sum();
+            assert!((total - 1.0).abs() <= 1e-12, "r sums to {total}");
+        }
+    }
+}
+
+#[test]
+fn real_rows_with_top_k_drafts() {
+    for (p, q) in mdsd_benches::real_rows().into_iter().take(2) {
+        for (k, n) in [(100, 8), (1000, 2)] {
+            let problem =
+                Problem::new(p.clone(), DraftScheme::iid(q.top_k(k).unwrap(), n).unwrap()).unwrap();
+            let solution = ConvexSolver::default().solve(&problem).unwrap();
+            assert_eq!(solution.support.len(), k);
+            let full = optimal_acceptance(&problem).unwrap();
+            assert!((solution.alpha_star - full.alpha).abs() <= 1e-12);
             assert!(solution.alpha >= solution.alpha_star - 1e-6);
             assert!(solution.alpha <= solution.alpha_star + 1e-12);
             let total: f64 = solution.selected.iter().sum();

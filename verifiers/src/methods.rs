@@ -606,6 +606,8 @@ sequential_verifier!(SpecHub, "spechub");
 pub struct OptimalConvex {
     p: Vec<f64>,
     solution: ConvexSolution,
+    /// r on the vocabulary.
+    selected: Vec<f64>,
     q: Vec<f64>,
     rest: Rest,
     n: usize,
@@ -615,8 +617,10 @@ impl OptimalConvex {
     pub fn new(problem: &Problem, solver: ConvexSolver) -> Result<Self, VerifyError> {
         let solution = solver.solve(problem)?;
         let p = problem.target().probs().to_vec();
-        let rest = Rest::new(residual(&p, &solution.selected));
+        let selected = solution.selected_law();
+        let rest = Rest::new(residual(&p, &selected));
         Ok(Self {
+            selected,
             q: problem.drafts().drafts()[0].probs().to_vec(),
             n: problem.drafts().n(),
             p,
@@ -650,7 +654,7 @@ impl Verifier for OptimalConvex {
         Ok(verify_selected(
             &selection,
             &self.p,
-            &self.solution.selected,
+            &self.selected,
             &self.rest,
         ))
     }
@@ -668,7 +672,7 @@ impl Verifier for OptimalConvex {
             }
             u -= prob;
         }
-        if rng.random::<f64>() < accept_prob(&self.p, &self.solution.selected, selected) {
+        if rng.random::<f64>() < accept_prob(&self.p, &self.selected, selected) {
             return Ok(selected);
         }
         Ok(self.rest.sampler.sample(rng))
