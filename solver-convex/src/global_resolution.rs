@@ -147,7 +147,11 @@ impl GlobalResolution {
             bounds: (-LOG_WEIGHT_LIMIT, 0.0),
             stop: Stop::ProjectedGradient,
         }
-        .minimise(0.0, side_tolerance, self.max_iterations)?;
+        .minimise(
+            vec![0.0; outer_p.len()],
+            side_tolerance,
+            self.max_iterations,
+        )?;
         let inner_solved = Program {
             name: "inner",
             potential: &inner_sets,
@@ -155,7 +159,11 @@ impl GlobalResolution {
             bounds: (-LOG_WEIGHT_LIMIT, LOG_WEIGHT_LIMIT),
             stop: Stop::ProjectedGradient,
         }
-        .minimise(0.0, side_tolerance, self.max_iterations)?;
+        .minimise(
+            vec![0.0; inner_p.len()],
+            side_tolerance,
+            self.max_iterations,
+        )?;
 
         let assembled = assemble(p, (&outer, outer_solved), (&inner, inner_solved));
         Ok(GlobalResolutionSolution {

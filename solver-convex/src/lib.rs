@@ -41,6 +41,7 @@ mod global_resolution;
 mod laplacian;
 mod newton;
 mod quadrature;
+mod ratio_groups;
 
 use mdsd_bounds::{BoundError, IidAlgorithm, optimal_acceptance_iid};
 use mdsd_core::{CoreError, Distribution, Problem, SchemeKind};
@@ -180,6 +181,14 @@ impl ConvexSolver {
 
     /// Solves the outer and inner programs of an i.i.d. problem.
     pub fn solve(&self, problem: &Problem) -> Result<ConvexSolution, ConvexError> {
+        // On a worker of rayon's pool, a parallel pass over fewer tokens
+        // than one task runs inline; called from another thread, each would
+        // wake a worker and wait for it, which costs more than a small
+        // program's whole iteration.
+        rayon::scope(|_| self.solve_on_pool(problem))
+    }
+
+    fn solve_on_pool(&self, problem: &Problem) -> Result<ConvexSolution, ConvexError> {
         let drafts = problem.drafts();
         if drafts.kind() != SchemeKind::Iid {
             return Err(ConvexError::Unsupported(drafts.kind()));
@@ -212,7 +221,7 @@ impl ConvexSolver {
 
         let side_tolerance = 0.5 * self.tolerance;
         let (outer_q, outer_p) = (gather(&outer, q), gather(&outer, p));
-        let outer_solved = Program {
+        let outer_program = Program {
             name: "outer",
             potential: &Selectable {
                 q: &outer_q,
@@ -222,10 +231,11 @@ impl ConvexSolver {
             p: &outer_p,
             bounds: (-THETA_LIMIT, 0.0),
             stop: Stop::Excess,
-        }
-        .minimise(0.0, side_tolerance, self.max_iterations)?;
+        };
+        let outer_solved =
+            ratio_groups::minimise(&outer_program, side_tolerance, self.max_iterations)?;
         let (inner_q, inner_p) = (gather(&inner, q), gather(&inner, p));
-        let inner_solved = Program {
+        let inner_program = Program {
             name: "inner",
             potential: &Selectable {
                 q: &inner_q,
@@ -235,8 +245,9 @@ impl ConvexSolver {
             p: &inner_p,
             bounds: (0.0, THETA_LIMIT),
             stop: Stop::Shortfall,
-        }
-        .minimise(0.0, side_tolerance, self.max_iterations)?;
+        };
+        let inner_solved =
+            ratio_groups::minimise(&inner_program, side_tolerance, self.max_iterations)?;
 
         let assembled = assemble(p, (&outer, outer_solved), (&inner, inner_solved));
         Ok(ConvexSolution {

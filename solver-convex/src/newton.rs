@@ -3,6 +3,7 @@
 //! potential's gradient is the selected-token marginal r.
 
 use nalgebra::{DMatrix, DVector};
+use rayon::prelude::*;
 
 use crate::ConvexError;
 
@@ -92,7 +93,8 @@ impl<P: Potential> Program<'_, P> {
         }
     }
 
-    /// Projected Newton with Armijo backtracking along the projection arc
+    /// Projected Newton from `start` (one theta per token, clamped to the
+    /// box) with Armijo backtracking along the projection arc
     /// (Bertsekas, SIAM J. Control Optim. 1982, "two-metric" projection):
     /// variables held at a bound by their gradient do not move, the others
     /// take the potential's Newton direction. Each accepted step decreases
@@ -101,12 +103,13 @@ impl<P: Potential> Program<'_, P> {
     /// minimisation (argmin's L-BFGS has no bounds).
     pub fn minimise(
         &self,
-        start: f64,
+        start: Vec<f64>,
         tolerance: f64,
         max_iterations: usize,
     ) -> Result<Solved, ConvexError> {
         let (lo, hi) = self.bounds;
-        let mut theta = vec![start.clamp(lo, hi); self.p.len()];
+        let mut theta = start;
+        theta.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
         let mut current = self.objective(&theta);
         let mut iterations = 0;
         loop {
@@ -286,9 +289,15 @@ pub(crate) fn assemble(
     let mut inner_weights = vec![0.0; v];
     let iterations = outer.1.iterations + inner.1.iterations;
     for ((tokens, solved), weights) in [(outer, &mut outer_weights), (inner, &mut inner_weights)] {
-        for (k, &y) in tokens.iter().enumerate() {
-            weights[y] = solved.theta[k].exp();
-            selected[y] = solved.marginal[k];
+        let exponentials: Vec<f64> = solved
+            .theta
+            .par_iter()
+            .with_min_len(4096)
+            .map(|t| t.exp())
+            .collect();
+        for ((&y, w), r) in tokens.iter().zip(exponentials).zip(solved.marginal) {
+            weights[y] = w;
+            selected[y] = r;
         }
     }
     let alpha = p.iter().zip(&selected).map(|(p, r)| p.min(*r)).sum();

@@ -471,7 +471,13 @@ fn evaluate(side: &Selectable, theta: &[f64], grouped: bool) -> Evaluation<Nodes
     let grouping = if grouped {
         Grouping::Buckets(Buckets::new(side.q, theta))
     } else {
-        Grouping::Tokens(theta.par_iter().map(|t| t.exp()).collect())
+        Grouping::Tokens(
+            theta
+                .par_iter()
+                .with_min_len(CHUNK)
+                .map(|t| t.exp())
+                .collect(),
+        )
     };
     let drafted = match &grouping {
         Grouping::Buckets(buckets) => buckets.drafted(&c),

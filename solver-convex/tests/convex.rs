@@ -154,6 +154,20 @@ fn real_rows_with_top_k_drafts() {
     }
 }
 
+/// Programs large enough to start from grouped programs (module
+/// `ratio_groups`), on generic instances.
+#[test]
+fn large_generic_instances() {
+    for n in [2, 4, 8] {
+        let problem = mdsd_benches::iid_instance(3000, n);
+        let solution = ConvexSolver::default().solve(&problem).unwrap();
+        assert!(solution.alpha >= solution.alpha_star - 1e-7, "n {n}");
+        assert!(solution.alpha <= solution.alpha_star + 1e-12, "n {n}");
+        let total: f64 = solution.selected.iter().sum();
+        assert!((total - 1.0).abs() <= 1e-12, "r sums to {total}");
+    }
+}
+
 #[test]
 fn refuses_other_schemes() {
     let p = mdsd_benches::normalised(&[0.5, 0.5]);
