@@ -15,7 +15,9 @@
 //! are r - p: the outer one over theta <= 0 (optimum r <= p outside H*) and
 //! the inner one over theta >= 0 (r >= p on H*), where the acceptance
 //! Σ min(p, r) is alpha* = p(H*) + 1 - q(H*)^n. The solver's tolerance only
-//! costs acceptance, never exactness.
+//! costs acceptance, never exactness. Both programs live on the draft's
+//! support, and large ones start from programs over groups of tokens by
+//! ratio p/q (module `ratio_groups`).
 //!
 //! [`GlobalResolution::solve`] is the published baseline (Thomas & Pal):
 //! the same two programs over enumerated draft sets of a truncation set,
