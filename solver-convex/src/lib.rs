@@ -130,7 +130,8 @@ pub struct ConvexSolution {
     pub inner_weights: Vec<f64>,
     /// r: the law of the selected token.
     pub selected: Vec<f64>,
-    /// Iterations of the outer and inner programs together.
+    /// Newton iterations of the outer and inner programs together,
+    /// counting those of the grouped programs that start large ones.
     pub iterations: usize,
 }
 

@@ -54,15 +54,18 @@ fn minimise_from(
     tolerance: f64,
     max_iterations: usize,
 ) -> Result<Solved, ConvexError> {
-    let start = bits
+    let (start, grouped_iterations) = bits
         .filter(|_| program.p.len() >= WARM)
         .and_then(|bits| warm_start(program, bits, tolerance, max_iterations))
-        .unwrap_or_else(|| vec![0.0; program.p.len()]);
-    program.minimise(start, tolerance, max_iterations)
+        .unwrap_or_else(|| (vec![0.0; program.p.len()], 0));
+    let mut solved = program.minimise(start, tolerance, max_iterations)?;
+    solved.iterations += grouped_iterations;
+    Ok(solved)
 }
 
 /// The solution of the program over groups of ratios with `bits` mantissa
-/// bits, interpolated to every token of `program`; `None` when grouping
+/// bits, interpolated to every token of `program`, and the Newton
+/// iterations spent on it (at every level); `None` when grouping
 /// does not shrink the program or the grouped program fails (Newton then
 /// starts from theta = 0).
 fn warm_start(
@@ -70,7 +73,7 @@ fn warm_start(
     bits: u32,
     tolerance: f64,
     max_iterations: usize,
-) -> Option<Vec<f64>> {
+) -> Option<(Vec<f64>, usize)> {
     let (q, p) = (program.potential.q, program.p);
     // For positive floats the bit pattern increases with the value: its
     // exponent and top mantissa bits number the groups in ratio order.
@@ -130,24 +133,24 @@ fn warm_start(
         .zip(&grouped_q)
         .map(|(p, q)| p / q)
         .collect();
-    Some(
-        keys.par_iter()
-            .zip(p.par_iter().zip(q))
-            .with_min_len(CHUNK)
-            .map(|(&k, (&p, &q))| {
-                let i = index[k as usize];
-                let rho = p / q;
-                let neighbour = if rho >= centre[i] {
-                    i + 1
-                } else {
-                    i.wrapping_sub(1)
-                };
-                if neighbour >= theta.len() {
-                    return theta[i];
-                }
-                let t = (rho - centre[i]) / (centre[neighbour] - centre[i]);
-                theta[i] + t * (theta[neighbour] - theta[i])
-            })
-            .collect(),
-    )
+    let start = keys
+        .par_iter()
+        .zip(p.par_iter().zip(q))
+        .with_min_len(CHUNK)
+        .map(|(&k, (&p, &q))| {
+            let i = index[k as usize];
+            let rho = p / q;
+            let neighbour = if rho >= centre[i] {
+                i + 1
+            } else {
+                i.wrapping_sub(1)
+            };
+            if neighbour >= theta.len() {
+                return theta[i];
+            }
+            let t = (rho - centre[i]) / (centre[neighbour] - centre[i]);
+            theta[i] + t * (theta[neighbour] - theta[i])
+        })
+        .collect();
+    Some((start, grouped.iterations))
 }
