@@ -184,27 +184,36 @@ impl ConvexSolver {
 
     /// Solves the outer and inner programs of an i.i.d. problem.
     pub fn solve(&self, problem: &Problem) -> Result<ConvexSolution, ConvexError> {
-        // On a worker of rayon's pool, a parallel pass over fewer tokens
-        // than one task runs inline; called from another thread, each would
-        // wake a worker and wait for it, which costs more than a small
-        // program's whole iteration.
-        rayon::scope(|_| self.solve_on_pool(problem))
-    }
-
-    fn solve_on_pool(&self, problem: &Problem) -> Result<ConvexSolution, ConvexError> {
         let drafts = problem.drafts();
         if drafts.kind() != SchemeKind::Iid {
             return Err(ConvexError::Unsupported(drafts.kind()));
         }
-        let n = drafts.n();
         let (target, draft) = (problem.target(), &drafts.drafts()[0]);
-        let support: Vec<usize> = (0..target.len())
-            .filter(|&y| draft.probs()[y] > 0.0)
-            .collect();
+        let (support, rest) = draft_support(target.probs(), draft.probs());
         let restricted = (support.len() < target.len())
-            .then(|| restrict(target, draft, &support))
+            .then(|| restrict(target, draft, &support, rest))
             .transpose()?;
         let (target, draft) = restricted.as_ref().map_or((target, draft), |(p, q)| (p, q));
+        // On a worker of rayon's pool, a parallel pass over fewer tokens
+        // than one task runs inline; called from another thread, each would
+        // wake a worker and wait for it, which costs more than a small
+        // program's whole iteration. The pass over the vocabulary above
+        // stays on the calling thread, whose cache holds the rows.
+        rayon::scope(|_| {
+            self.solve_on_support(target, draft, drafts.n(), support, problem.vocab_size())
+        })
+    }
+
+    /// Solves the programs of the problem restricted to the draft's
+    /// support (`restrict`), whose first tokens are `support`'s.
+    fn solve_on_support(
+        &self,
+        target: &Distribution,
+        draft: &Distribution,
+        n: usize,
+        support: Vec<usize>,
+        vocabulary: usize,
+    ) -> Result<ConvexSolution, ConvexError> {
         let bound = optimal_acceptance_iid(target, draft, n, IidAlgorithm::default())?;
         // Programs, solution and acceptance on the support (the extra token
         // of `restrict`, if any, is never selected and never in H*).
@@ -257,7 +266,7 @@ impl ConvexSolver {
             alpha: assembled.alpha,
             alpha_star: bound.alpha,
             certificate: inner.iter().map(|&y| support[y]).collect(),
-            vocabulary: problem.vocab_size(),
+            vocabulary,
             support,
             outer_weights: assembled.outer_weights,
             inner_weights: assembled.inner_weights,
@@ -265,6 +274,40 @@ impl ConvexSolver {
             iterations: assembled.iterations,
         })
     }
+}
+
+/// One pass over the vocabulary: the tokens of positive draft probability,
+/// ascending, and the target mass of the others, summed directly (not as
+/// 1 - p(support), which would lose it to rounding when it is small). The
+/// sum runs in LANES independent accumulators: a single one is a chain of
+/// dependent additions, which at V = 151936 costs more than solving a
+/// top-10 draft's programs.
+fn draft_support(p: &[f64], q: &[f64]) -> (Vec<usize>, f64) {
+    const LANES: usize = 8;
+    let mut support = Vec::new();
+    let mut rest = [0.0; LANES];
+    let (p_chunks, q_chunks) = (p.chunks_exact(LANES), q.chunks_exact(LANES));
+    let (p_left, q_left) = (p_chunks.remainder(), q_chunks.remainder());
+    for (chunk, (p, q)) in p_chunks.zip(q_chunks).enumerate() {
+        let mut drafted = false;
+        for lane in 0..LANES {
+            drafted |= q[lane] > 0.0;
+            rest[lane] += if q[lane] > 0.0 { 0.0 } else { p[lane] };
+        }
+        if drafted {
+            let first = chunk * LANES;
+            support.extend((first..first + LANES).filter(|&y| q[y - first] > 0.0));
+        }
+    }
+    let first = p.len() - p_left.len();
+    for (y, (&p, &q)) in (first..).zip(p_left.iter().zip(q_left)) {
+        if q > 0.0 {
+            support.push(y);
+        } else {
+            rest[0] += p;
+        }
+    }
+    (support, rest.iter().sum())
 }
 
 /// The problem on the draft's support, whose tokens come first in the
@@ -277,15 +320,9 @@ fn restrict(
     target: &Distribution,
     draft: &Distribution,
     support: &[usize],
+    rest: f64,
 ) -> Result<(Distribution, Distribution), CoreError> {
     let (p, q) = (target.probs(), draft.probs());
-    // The rest's mass summed directly, not as 1 - p(support).
-    let rest: f64 = p
-        .iter()
-        .zip(q)
-        .filter(|&(_, &q)| q <= 0.0)
-        .map(|(p, _)| p)
-        .sum();
     let mut p_support = gather(support, p);
     let mut q_support = gather(support, q);
     if rest > 0.0 {
