@@ -38,23 +38,47 @@ pub(crate) fn iid_objective(p_in: f64, p_out: f64, q_in: f64, q_out: f64, n: i32
 
 /// The optimal prefix value (alpha - 1) and the tokens of the prefix.
 pub(crate) fn iid_by_sort(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>) {
-    let order = ascending_ratio_order(p, q);
-    let v = order.len();
-    let (p_out, q_out) = masses_after(p, q, &order);
-    let (mut p_in, mut q_in) = (0.0, 0.0);
-    let (mut best, mut best_len) = (0.0, 0);
-    for k in 1..=v {
-        p_in += p[order[k - 1]];
-        q_in += q[order[k - 1]];
-        let value = iid_objective(p_in, p_out[k], q_in, q_out[k], n);
-        if value < best {
-            best = value;
-            best_len = k;
-        }
-    }
-    let mut certificate = order[..best_len].to_vec();
+    let sorted = SortedTokens::new(p, q);
+    let (best, best_len) = sorted.best_prefix(p, q, n);
+    let mut certificate = sorted.order[..best_len].to_vec();
     certificate.sort_unstable();
     (best, certificate)
+}
+
+/// The tokens in ascending p/q order with the masses after each prefix:
+/// everything about the sort that does not depend on n.
+struct SortedTokens {
+    order: Vec<usize>,
+    p_out: Vec<f64>,
+    q_out: Vec<f64>,
+}
+
+impl SortedTokens {
+    fn new(p: &[f64], q: &[f64]) -> Self {
+        let order = ascending_ratio_order(p, q);
+        let (p_out, q_out) = masses_after(p, q, &order);
+        Self {
+            order,
+            p_out,
+            q_out,
+        }
+    }
+
+    /// The least prefix value (alpha - 1) and the prefix's length.
+    fn best_prefix(&self, p: &[f64], q: &[f64], n: i32) -> (f64, usize) {
+        let (mut p_in, mut q_in) = (0.0, 0.0);
+        let (mut best, mut best_len) = (0.0, 0);
+        for k in 1..=self.order.len() {
+            p_in += p[self.order[k - 1]];
+            q_in += q[self.order[k - 1]];
+            let value = iid_objective(p_in, self.p_out[k], q_in, self.q_out[k], n);
+            if value < best {
+                best = value;
+                best_len = k;
+            }
+        }
+        (best, best_len)
+    }
 }
 
 // Bucket layout: bucket 0 holds ratios below 2^MIN_EXP (p = 0 among them),
@@ -113,116 +137,168 @@ enum Boundary {
 /// an end. Only buckets whose bound beats the best bucket end are sorted
 /// (usually one or two), which makes the whole expected O(V).
 pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>) {
-    // The keys in one vectorisable pass, then the sums. Two interleaved
-    // accumulators per bucket, because consecutive tokens often share a
-    // bucket and one accumulator would serialise on its own stores.
-    let keys: Vec<u16> = p.iter().zip(q).map(|(&a, &b)| bucket_of(a, b)).collect();
-    let mut sums = vec![[0.0f64; 4]; BUCKETS];
-    for (i, ((&k, &a), &b)) in keys.iter().zip(p).zip(q).enumerate() {
-        let lane = 2 * (i & 1);
-        let sum = &mut sums[usize::from(k)];
-        sum[lane] += a;
-        sum[lane + 1] += b;
-    }
-    let bucket_p: Vec<f64> = sums.iter().map(|s| s[0] + s[2]).collect();
-    let bucket_q: Vec<f64> = sums.iter().map(|s| s[1] + s[3]).collect();
-    // Mass strictly after each bucket, summed directly.
-    let mut p_after = vec![0.0; BUCKETS];
-    let mut q_after = vec![0.0; BUCKETS];
-    for b in (0..BUCKETS - 1).rev() {
-        p_after[b] = p_after[b + 1] + bucket_p[b + 1];
-        q_after[b] = q_after[b + 1] + bucket_q[b + 1];
-    }
-
-    let mut p_before = vec![0.0; BUCKETS];
-    let mut q_before = vec![0.0; BUCKETS];
-    let mut end_value = vec![0.0; BUCKETS];
-    let (mut best, mut boundary) = (0.0, Boundary::Empty);
-    let (mut p_in, mut q_in) = (0.0, 0.0);
-    let mut value = 0.0;
-    for b in 0..BUCKETS {
-        p_before[b] = p_in;
-        q_before[b] = q_in;
-        // An empty bucket ends the same set as the one before it.
-        if bucket_p[b] > 0.0 || bucket_q[b] > 0.0 {
-            p_in += bucket_p[b];
-            q_in += bucket_q[b];
-            value = iid_objective(p_in, p_after[b], q_in, q_after[b], n);
-        }
-        end_value[b] = value;
-        if end_value[b] < best {
-            best = end_value[b];
-            boundary = Boundary::BucketEnd(b);
-        }
-    }
-
-    let mut candidate = vec![false; BUCKETS];
-    let mut start_value: f64 = 0.0;
-    for b in 0..BUCKETS {
-        let a = bucket_floor(b);
-        if bucket_q[b] > 0.0 {
-            let slack = (bucket_p[b] - a * bucket_q[b]).max(0.0);
-            let lower_bound = start_value.min(end_value[b] - slack);
-            candidate[b] = lower_bound < best;
-        }
-        start_value = end_value[b];
-    }
-
-    // Candidate buckets hold a few hundred tokens of V. Chunks of keys are
-    // first tested against the candidates' index range (a vectorisable
-    // compare); only chunks that touch it are looked at token by token.
-    let first = candidate.iter().position(|&c| c).unwrap_or(BUCKETS);
-    let last = candidate.iter().rposition(|&c| c).unwrap_or(0);
-    let span = last.saturating_sub(first) as u16;
-    let mut inside: Vec<(usize, f64, usize)> = Vec::new();
-    if first <= last {
-        const CHUNK: usize = 16;
-        for (c, chunk) in keys.chunks(CHUNK).enumerate() {
-            if chunk.iter().fold(false, |hit, &k| {
-                hit | (k.wrapping_sub(first as u16) <= span)
-            }) {
-                for (i, &k) in chunk.iter().enumerate() {
-                    if candidate[usize::from(k)] {
-                        let t = c * CHUNK + i;
-                        inside.push((usize::from(k), ratio(p[t], q[t]), t));
-                    }
-                }
-            }
-        }
-    }
-    inside.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
-    for group in inside.chunk_by(|x, y| x.0 == y.0) {
-        let b = group[0].0;
-        // Suffix sums inside the bucket, plus everything after it.
-        let mut p_out = vec![p_after[b]; group.len() + 1];
-        let mut q_out = vec![q_after[b]; group.len() + 1];
-        for j in (0..group.len()).rev() {
-            p_out[j] = p_out[j + 1] + p[group[j].2];
-            q_out[j] = q_out[j + 1] + q[group[j].2];
-        }
-        let (mut p_in, mut q_in) = (p_before[b], q_before[b]);
-        for j in 1..group.len() {
-            p_in += p[group[j - 1].2];
-            q_in += q[group[j - 1].2];
-            let value = iid_objective(p_in, p_out[j], q_in, q_out[j], n);
-            if value < best {
-                best = value;
-                boundary = Boundary::Inside(b, j);
-            }
-        }
-    }
+    let buckets = BucketSums::new(p, q);
+    let (best, boundary, inside) = buckets.best_prefix(p, q, n);
     let certificate = match boundary {
         Boundary::Empty => Vec::new(),
-        Boundary::BucketEnd(b) => certificate_with(&keys, p, q, b + 1, None),
+        Boundary::BucketEnd(b) => certificate_with(&buckets.keys, p, q, b + 1, None),
         Boundary::Inside(b, len) => {
             // The first `len` tokens of bucket b in (ratio, id) order: those
             // below the first one left out.
             let start = inside.partition_point(|x| x.0 < b);
             let (_, ratio_cut, token_cut) = inside[start + len];
-            certificate_with(&keys, p, q, b, Some((ratio_cut, token_cut)))
+            certificate_with(&buckets.keys, p, q, b, Some((ratio_cut, token_cut)))
         }
     };
     (best, certificate)
+}
+
+/// alpha* - 1 for each n, sharing what does not depend on n: the sort
+/// below [`SELECTION_MIN_VOCAB`] tokens, pass 1 of the bucket selection
+/// above (most of its cost). No certificates.
+pub(crate) fn iid_values(p: &[f64], q: &[f64], ns: &[i32]) -> Vec<f64> {
+    if p.len() < SELECTION_MIN_VOCAB {
+        let sorted = SortedTokens::new(p, q);
+        ns.iter().map(|&n| sorted.best_prefix(p, q, n).0).collect()
+    } else {
+        let buckets = BucketSums::new(p, q);
+        ns.iter().map(|&n| buckets.best_prefix(p, q, n).0).collect()
+    }
+}
+
+/// A token of a candidate bucket: (bucket, ratio, token).
+type Candidate = (usize, f64, usize);
+
+/// Pass 1 of the bucket selection: each token's bucket and the masses per
+/// bucket and after it.
+struct BucketSums {
+    keys: Vec<u16>,
+    bucket_p: Vec<f64>,
+    bucket_q: Vec<f64>,
+    /// Mass strictly after each bucket, summed directly.
+    p_after: Vec<f64>,
+    q_after: Vec<f64>,
+}
+
+impl BucketSums {
+    fn new(p: &[f64], q: &[f64]) -> Self {
+        // The keys in one vectorisable pass, then the sums. Two interleaved
+        // accumulators per bucket, because consecutive tokens often share a
+        // bucket and one accumulator would serialise on its own stores.
+        let keys: Vec<u16> = p.iter().zip(q).map(|(&a, &b)| bucket_of(a, b)).collect();
+        let mut sums = vec![[0.0f64; 4]; BUCKETS];
+        for (i, ((&k, &a), &b)) in keys.iter().zip(p).zip(q).enumerate() {
+            let lane = 2 * (i & 1);
+            let sum = &mut sums[usize::from(k)];
+            sum[lane] += a;
+            sum[lane + 1] += b;
+        }
+        let bucket_p: Vec<f64> = sums.iter().map(|s| s[0] + s[2]).collect();
+        let bucket_q: Vec<f64> = sums.iter().map(|s| s[1] + s[3]).collect();
+        let mut p_after = vec![0.0; BUCKETS];
+        let mut q_after = vec![0.0; BUCKETS];
+        for b in (0..BUCKETS - 1).rev() {
+            p_after[b] = p_after[b + 1] + bucket_p[b + 1];
+            q_after[b] = q_after[b + 1] + bucket_q[b + 1];
+        }
+        Self {
+            keys,
+            bucket_p,
+            bucket_q,
+            p_after,
+            q_after,
+        }
+    }
+
+    /// The least prefix value (alpha - 1), where its prefix ends, and the
+    /// sorted tokens of the candidate buckets (to place an inside cut).
+    fn best_prefix(&self, p: &[f64], q: &[f64], n: i32) -> (f64, Boundary, Vec<Candidate>) {
+        let Self {
+            keys,
+            bucket_p,
+            bucket_q,
+            p_after,
+            q_after,
+        } = self;
+        let mut p_before = vec![0.0; BUCKETS];
+        let mut q_before = vec![0.0; BUCKETS];
+        let mut end_value = vec![0.0; BUCKETS];
+        let (mut best, mut boundary) = (0.0, Boundary::Empty);
+        let (mut p_in, mut q_in) = (0.0, 0.0);
+        let mut value = 0.0;
+        for b in 0..BUCKETS {
+            p_before[b] = p_in;
+            q_before[b] = q_in;
+            // An empty bucket ends the same set as the one before it.
+            if bucket_p[b] > 0.0 || bucket_q[b] > 0.0 {
+                p_in += bucket_p[b];
+                q_in += bucket_q[b];
+                value = iid_objective(p_in, p_after[b], q_in, q_after[b], n);
+            }
+            end_value[b] = value;
+            if end_value[b] < best {
+                best = end_value[b];
+                boundary = Boundary::BucketEnd(b);
+            }
+        }
+
+        let mut candidate = vec![false; BUCKETS];
+        let mut start_value: f64 = 0.0;
+        for b in 0..BUCKETS {
+            let a = bucket_floor(b);
+            if bucket_q[b] > 0.0 {
+                let slack = (bucket_p[b] - a * bucket_q[b]).max(0.0);
+                let lower_bound = start_value.min(end_value[b] - slack);
+                candidate[b] = lower_bound < best;
+            }
+            start_value = end_value[b];
+        }
+
+        // Candidate buckets hold a few hundred tokens of V. Chunks of keys are
+        // first tested against the candidates' index range (a vectorisable
+        // compare); only chunks that touch it are looked at token by token.
+        let first = candidate.iter().position(|&c| c).unwrap_or(BUCKETS);
+        let last = candidate.iter().rposition(|&c| c).unwrap_or(0);
+        let span = last.saturating_sub(first) as u16;
+        let mut inside: Vec<(usize, f64, usize)> = Vec::new();
+        if first <= last {
+            const CHUNK: usize = 16;
+            for (c, chunk) in keys.chunks(CHUNK).enumerate() {
+                if chunk.iter().fold(false, |hit, &k| {
+                    hit | (k.wrapping_sub(first as u16) <= span)
+                }) {
+                    for (i, &k) in chunk.iter().enumerate() {
+                        if candidate[usize::from(k)] {
+                            let t = c * CHUNK + i;
+                            inside.push((usize::from(k), ratio(p[t], q[t]), t));
+                        }
+                    }
+                }
+            }
+        }
+        inside.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
+        for group in inside.chunk_by(|x, y| x.0 == y.0) {
+            let b = group[0].0;
+            // Suffix sums inside the bucket, plus everything after it.
+            let mut p_out = vec![p_after[b]; group.len() + 1];
+            let mut q_out = vec![q_after[b]; group.len() + 1];
+            for j in (0..group.len()).rev() {
+                p_out[j] = p_out[j + 1] + p[group[j].2];
+                q_out[j] = q_out[j + 1] + q[group[j].2];
+            }
+            let (mut p_in, mut q_in) = (p_before[b], q_before[b]);
+            for j in 1..group.len() {
+                p_in += p[group[j - 1].2];
+                q_in += q[group[j - 1].2];
+                let value = iid_objective(p_in, p_out[j], q_in, q_out[j], n);
+                if value < best {
+                    best = value;
+                    boundary = Boundary::Inside(b, j);
+                }
+            }
+        }
+        (best, boundary, inside)
+    }
 }
 
 /// Tokens of buckets `0..end`, plus the tokens of bucket `end` that come

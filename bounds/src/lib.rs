@@ -84,6 +84,22 @@ fn bound_from((value, certificate): (f64, Vec<usize>)) -> Bound {
     }
 }
 
+/// An i.i.d. instance needs at least one draft and equal vocabularies.
+fn check_iid(p: &Distribution, q: &Distribution, ns: &[usize]) -> Result<(), BoundError> {
+    if ns.contains(&0) {
+        return Err(CoreError::NoDrafts.into());
+    }
+    if p.len() != q.len() {
+        return Err(CoreError::LengthMismatch {
+            what: "the draft distribution".into(),
+            expected: p.len(),
+            found: q.len(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 fn check_target(p: &Distribution, drafts: &DraftScheme) -> Result<(), BoundError> {
     Problem::new(p.clone(), drafts.clone())
         .map(|_| ())
@@ -111,17 +127,7 @@ pub fn optimal_acceptance_iid(
     n: usize,
     algorithm: IidAlgorithm,
 ) -> Result<Bound, BoundError> {
-    if n == 0 {
-        return Err(CoreError::NoDrafts.into());
-    }
-    if p.len() != q.len() {
-        return Err(CoreError::LengthMismatch {
-            what: "the draft distribution".into(),
-            expected: p.len(),
-            found: q.len(),
-        }
-        .into());
-    }
+    check_iid(p, q, &[n])?;
     let n = i32::try_from(n).unwrap_or(i32::MAX);
     Ok(bound_from(match algorithm {
         IidAlgorithm::Sort => iid::iid_by_sort(p.probs(), q.probs(), n),
@@ -131,6 +137,37 @@ pub fn optimal_acceptance_iid(
         }
         IidAlgorithm::Auto => iid::iid_by_selection(p.probs(), q.probs(), n),
     }))
+}
+
+/// alpha* for n i.i.d. drafts at each n of `ns`, without certificates:
+/// the sort or the bucket pass of [`optimal_acceptance_iid`] (its
+/// [`IidAlgorithm::Auto`]) is done once for all of them, which is most of
+/// the cost at full vocabulary.
+///
+/// ```
+/// use mdsd_bounds::optimal_acceptance_iid_many;
+/// use mdsd_core::Distribution;
+///
+/// let p = Distribution::from_probs(vec![0.5, 0.3, 0.2])?;
+/// let q = Distribution::from_probs(vec![0.2, 0.3, 0.5])?;
+/// let alphas = optimal_acceptance_iid_many(&p, &q, &[1, 2])?;
+/// assert!((alphas[0] - 0.7).abs() < 1e-12 && (alphas[1] - 0.86).abs() < 1e-12);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn optimal_acceptance_iid_many(
+    p: &Distribution,
+    q: &Distribution,
+    ns: &[usize],
+) -> Result<Vec<f64>, BoundError> {
+    check_iid(p, q, ns)?;
+    let ns: Vec<i32> = ns
+        .iter()
+        .map(|&n| i32::try_from(n).unwrap_or(i32::MAX))
+        .collect();
+    Ok(iid::iid_values(p.probs(), q.probs(), &ns)
+        .into_iter()
+        .map(|value| 1.0 + value)
+        .collect())
 }
 
 /// alpha* for drafts without replacement, over prefixes of the ascending-p/q

@@ -2,8 +2,8 @@
 //! exact ties in p/q, ratios far outside the bucketed exponent range, zeros.
 
 use mdsd_bounds::{
-    BoundError, IidAlgorithm, acceptance_upper_bound, optimal_acceptance_iid,
-    optimal_acceptance_independent,
+    BoundError, IidAlgorithm, SELECTION_MIN_VOCAB, acceptance_upper_bound, optimal_acceptance_iid,
+    optimal_acceptance_iid_many, optimal_acceptance_independent,
 };
 use mdsd_core::{Distribution, DraftScheme, Problem};
 use proptest::prelude::*;
@@ -15,7 +15,13 @@ fn normalised(w: Vec<f64>) -> Distribution {
 
 /// (p, q) of length V with blocks of tied ratios, extreme ratios and zeros.
 fn adversarial() -> impl Strategy<Value = (Distribution, Distribution)> {
-    prop::collection::vec((0u8..6, 0.0f64..1.0, -80.0f64..80.0), 2..3000).prop_map(|tokens| {
+    adversarial_of(2..3000)
+}
+
+fn adversarial_of(
+    sizes: std::ops::Range<usize>,
+) -> impl Strategy<Value = (Distribution, Distribution)> {
+    prop::collection::vec((0u8..6, 0.0f64..1.0, -80.0f64..80.0), sizes).prop_map(|tokens| {
         let (mut p, mut q) = (Vec::new(), Vec::new());
         for (kind, u, log_ratio) in tokens {
             let (a, b) = match kind {
@@ -48,6 +54,30 @@ proptest! {
         let value = acceptance_upper_bound(&problem, &selection.certificate).unwrap();
         prop_assert!((value - selection.alpha).abs() <= 1e-12);
     }
+
+    /// All n at once (one sort or one bucket pass) against one n at a time,
+    /// on both sides of the vocabulary size where the pass takes over.
+    #[test]
+    fn many_n_match_one_at_a_time(
+        (p, q) in prop_oneof![adversarial(), adversarial_of(SELECTION_MIN_VOCAB..SELECTION_MIN_VOCAB + 2000)],
+        ns in prop::collection::vec(1usize..17, 1..9),
+    ) {
+        let many = optimal_acceptance_iid_many(&p, &q, &ns).unwrap();
+        prop_assert_eq!(many.len(), ns.len());
+        for (&n, &alpha) in ns.iter().zip(&many) {
+            let sort = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Sort).unwrap();
+            prop_assert!((sort.alpha - alpha).abs() <= 1e-12, "n {} sort {} many {}", n, sort.alpha, alpha);
+        }
+    }
+}
+
+#[test]
+fn many_n_refuse_zero_drafts_and_mismatched_vocabularies() {
+    let p = normalised(vec![1.0, 2.0, 3.0]);
+    let q = normalised(vec![3.0, 2.0, 1.0]);
+    assert!(optimal_acceptance_iid_many(&p, &q, &[1, 0]).is_err());
+    let short = normalised(vec![1.0, 1.0]);
+    assert!(optimal_acceptance_iid_many(&p, &short, &[2]).is_err());
 }
 
 #[test]
