@@ -1,7 +1,42 @@
 //! # mdsd-logits
 //!
-//! The path from a user's logit dump to distributions: .npy/.npz/.safetensors
-//! readers (dense and sparse-with-tail), row transforms, and batched CPU
-//! (rayon) and GPU (wgpu) backends for alpha* over many rows. Filled in by
-//! issue 6; nothing is exported yet (the `mdsd` CLI reads .npy and .json
-//! itself until then).
+//! The path from a user's logit dump to distributions and to alpha* over
+//! many rows: readers for `.npy` / `.npz` / `.safetensors` files (dense
+//! rows of probabilities or logits in float16, bfloat16, float32 or
+//! float64, and the sparse-with-tail format of `../shared/data`), and
+//! batched backends behind one trait, [`Backend`]: [`CpuBackend`] on
+//! rayon's pool. Entry points: [`read_pairs`], [`builtin_sample`], and the
+//! backend's methods. Row transforms (temperature, top-k, top-p) are
+//! mdsd-core's [`Transform`].
+//!
+//! ```
+//! use mdsd_core::Transform;
+//! use mdsd_logits::{Backend, CpuBackend, builtin_sample};
+//!
+//! let pairs = builtin_sample()?.head(4);
+//! let cpu = CpuBackend;
+//! let transform = Transform { top_k: Some(50), ..Transform::default() };
+//! let p = cpu.distributions(&pairs.target, pairs.values, &transform)?;
+//! let q = cpu.distributions(&pairs.draft, pairs.values, &transform)?;
+//! let alpha = cpu.optimal_acceptance_iid(&p, &q, &[1, 4])?;
+//! // One row per pair, one column per n; more drafts never hurt.
+//! assert_eq!((alpha.rows(), alpha.cols()), (4, 2));
+//! assert!(alpha.iter_rows().all(|a| a[0] <= a[1] + 1e-12));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod backend;
+mod error;
+mod read;
+mod rows;
+mod sample;
+
+pub use backend::{Backend, CpuBackend};
+pub use error::LogitsError;
+pub use mdsd_core::Transform;
+pub use read::{
+    DRAFT_NAMES, PROBABILITY_SUM_TOLERANCE, ReadOptions, TARGET_NAMES, read_pairs,
+    read_safetensors_pairs,
+};
+pub use rows::{Layout, Matrix, Pairs, Values};
+pub use sample::{SAMPLE_NAME, builtin_sample};

@@ -1,0 +1,151 @@
+//! Batched work over rows: transforms and softmax, and alpha* for a list
+//! of n, behind one trait with a CPU and a GPU implementation.
+
+use mdsd_bounds::{optimal_acceptance_iid_many, optimal_acceptance_wor};
+use mdsd_core::{Distribution, DraftScheme, Transform};
+use rayon::prelude::*;
+
+use crate::{LogitsError, Matrix, Values};
+
+/// Batched row work. Every method returns one output row per input row.
+pub trait Backend {
+    /// `cpu` or `gpu`.
+    fn name(&self) -> &'static str;
+
+    /// Each row as a probability vector after `transform` (temperature,
+    /// top-k, top-p): probabilities renormalised in f64, logits through a
+    /// stable softmax (max subtracted, sums in f64).
+    fn distributions(
+        &self,
+        rows: &Matrix,
+        values: Values,
+        transform: &Transform,
+    ) -> Result<Matrix, LogitsError>;
+
+    /// alpha* for n i.i.d. drafts, row r of target against row r of draft:
+    /// `rows x ns.len()`.
+    fn optimal_acceptance_iid(
+        &self,
+        target: &Matrix,
+        draft: &Matrix,
+        ns: &[usize],
+    ) -> Result<Matrix, LogitsError>;
+
+    /// alpha* for n drafts without replacement: `rows x ns.len()`.
+    fn optimal_acceptance_wor(
+        &self,
+        target: &Matrix,
+        draft: &Matrix,
+        ns: &[usize],
+    ) -> Result<Matrix, LogitsError>;
+}
+
+/// Rows on rayon's pool, through mdsd-core's transforms and mdsd-bounds'
+/// closed forms (one sort or bucket pass per row for all n).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuBackend;
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn distributions(
+        &self,
+        rows: &Matrix,
+        values: Values,
+        transform: &Transform,
+    ) -> Result<Matrix, LogitsError> {
+        let out = (0..rows.rows())
+            .into_par_iter()
+            .map(|r| {
+                let row = rows.row(r);
+                match values {
+                    Values::Probabilities => {
+                        Distribution::from_probs(row).and_then(|d| transform.apply(&d))
+                    }
+                    Values::Logits => transform.apply_to_logits(row),
+                }
+                .map(|d| d.probs().to_vec())
+                .map_err(|source| LogitsError::InvalidRow {
+                    what: "input",
+                    row: r,
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Matrix::new(rows.rows(), rows.cols(), out.concat())
+    }
+
+    fn optimal_acceptance_iid(
+        &self,
+        target: &Matrix,
+        draft: &Matrix,
+        ns: &[usize],
+    ) -> Result<Matrix, LogitsError> {
+        per_row(target, draft, ns, |r, p, q| {
+            optimal_acceptance_iid_many(&p, &q, ns)
+                .map_err(|source| LogitsError::Bound { row: r, source })
+        })
+    }
+
+    fn optimal_acceptance_wor(
+        &self,
+        target: &Matrix,
+        draft: &Matrix,
+        ns: &[usize],
+    ) -> Result<Matrix, LogitsError> {
+        per_row(target, draft, ns, |r, p, q| {
+            ns.iter()
+                .map(|&n| {
+                    DraftScheme::without_replacement(q.clone(), n)
+                        .map_err(Into::into)
+                        .and_then(|scheme| optimal_acceptance_wor(&p, &scheme))
+                        .map(|bound| bound.alpha)
+                        .map_err(|source| LogitsError::Bound { row: r, source })
+                })
+                .collect()
+        })
+    }
+}
+
+/// Checks that target and draft are rows of one shape.
+pub(crate) fn check_batch(target: &Matrix, draft: &Matrix) -> Result<(), LogitsError> {
+    if (target.rows(), target.cols()) != (draft.rows(), draft.cols()) {
+        return Err(LogitsError::BatchShape {
+            what: "the draft",
+            expected: format!("{} x {} as the target", target.rows(), target.cols()),
+            found: format!("{} x {}", draft.rows(), draft.cols()),
+        });
+    }
+    Ok(())
+}
+
+/// `solve(row, p, q)` on rayon's pool for each row, as a `rows x ns.len()`
+/// matrix.
+fn per_row(
+    target: &Matrix,
+    draft: &Matrix,
+    ns: &[usize],
+    solve: impl Fn(usize, Distribution, Distribution) -> Result<Vec<f64>, LogitsError> + Sync,
+) -> Result<Matrix, LogitsError> {
+    check_batch(target, draft)?;
+    let distribution = |what, r: usize, row: &[f64]| {
+        Distribution::from_probs(row).map_err(|source| LogitsError::InvalidRow {
+            what,
+            row: r,
+            source,
+        })
+    };
+    let out = (0..target.rows())
+        .into_par_iter()
+        .map(|r| {
+            solve(
+                r,
+                distribution("target", r, target.row(r))?,
+                distribution("draft", r, draft.row(r))?,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Matrix::new(target.rows(), ns.len(), out.concat())
+}

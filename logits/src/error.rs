@@ -1,0 +1,81 @@
+//! Why a file could not be read or a batch not computed.
+
+use mdsd_bounds::BoundError;
+use mdsd_core::CoreError;
+use thiserror::Error;
+
+/// Every failure of mdsd-logits, naming the file, array, row or index.
+#[derive(Debug, Error)]
+pub enum LogitsError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid {format} file: {message}")]
+    Format {
+        path: String,
+        format: &'static str,
+        message: String,
+    },
+    #[error("{path} has no {role} array: expected one named {expected}, found [{found}]")]
+    MissingArray {
+        path: String,
+        role: &'static str,
+        expected: String,
+        found: String,
+    },
+    #[error(
+        "{path}: array `{array}` has dtype {dtype}; expected float16, bfloat16, float32 or float64"
+    )]
+    Dtype {
+        path: String,
+        array: String,
+        dtype: String,
+    },
+    #[error("{path}: array `{array}` has shape {shape:?}; expected {expected}")]
+    Shape {
+        path: String,
+        array: String,
+        shape: Vec<usize>,
+        expected: String,
+    },
+    #[error("{path}: the target has {target} rows but the draft has {draft}")]
+    RowCount {
+        path: String,
+        target: usize,
+        draft: usize,
+    },
+    #[error("{path}: the target has {target} tokens per row but the draft has {draft}")]
+    VocabMismatch {
+        path: String,
+        target: usize,
+        draft: usize,
+    },
+    #[error(
+        "{path}: `{array}` row {row} sums to {sum}, which is not a probability vector \
+         (values in [0, 1] read as probabilities; pass logits explicitly if they are)"
+    )]
+    NotProbabilities {
+        path: String,
+        array: String,
+        row: usize,
+        sum: f64,
+    },
+    #[error("{what} row {row}: {source}")]
+    InvalidRow {
+        what: &'static str,
+        row: usize,
+        source: CoreError,
+    },
+    #[error("row {row}: {source}")]
+    Bound { row: usize, source: BoundError },
+    #[error("a batch needs rows of equal length: {what} has {found}, expected {expected}")]
+    BatchShape {
+        what: &'static str,
+        expected: String,
+        found: String,
+    },
+    #[error("GPU backend unavailable: {0}")]
+    Gpu(String),
+}

@@ -1,0 +1,583 @@
+//! Readers: `.npy` (a directory of them), `.npz` and `.safetensors`, dense
+//! `[rows, V]` or `[V]` arrays in float16, bfloat16, float32 or float64,
+//! holding probabilities or logits; and the sparse-with-tail format.
+
+use std::fs;
+use std::io::{Cursor, Read};
+use std::path::Path;
+
+use half::{bf16, f16};
+use ndarray::ArrayD;
+use ndarray_npy::npy::header::Header;
+use ndarray_npy::{ReadDataError, ReadNpyExt, ReadableElement};
+use py_literal::Value as PyValue;
+use safetensors::{Dtype, SafeTensors};
+
+use crate::{Layout, LogitsError, Matrix, Pairs, Values};
+
+/// Names the target's array may have, in order of preference; a name with
+/// "logits" in it holds logits.
+pub const TARGET_NAMES: [&str; 4] = ["p", "p_target", "target", "target_logits"];
+/// Names the draft's array may have.
+pub const DRAFT_NAMES: [&str; 4] = ["q", "q_draft", "draft", "draft_logits"];
+/// Rows read as probabilities must sum to 1 within this (float16 and
+/// bfloat16 rounding of a full vocabulary moves the sum by up to ~1e-3);
+/// they are then renormalised in f64.
+pub const PROBABILITY_SUM_TOLERANCE: f64 = 1e-2;
+
+/// How to read a file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// What the rows hold; `None` decides from the arrays' names ("logits")
+    /// and values (any outside [0, 1] means logits).
+    pub values: Option<Values>,
+}
+
+/// Reads target and draft rows from `path`: a `.npz` or `.safetensors`
+/// file holding both, or a directory of `.npy` files (as `../shared/data`'s
+/// `dense/`). Arrays are found by [`TARGET_NAMES`] and [`DRAFT_NAMES`]; a
+/// `.safetensors` file with `ids`, `p`, `q`, `p_tail` and `q_tail` is the
+/// sparse-with-tail format (rows of K + 1 symbols).
+pub fn read_pairs(path: impl AsRef<Path>, options: &ReadOptions) -> Result<Pairs, LogitsError> {
+    let path = path.as_ref();
+    let shown = path.display().to_string();
+    let io = |source| LogitsError::Io {
+        path: shown.clone(),
+        source,
+    };
+    if path.is_dir() {
+        return assemble(&mut NpyDirectory::open(path, &shown)?, options);
+    }
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match extension.as_deref() {
+        Some("npz") => {
+            let bytes = fs::read(path).map_err(io)?;
+            assemble(&mut Npz::open(bytes, &shown)?, options)
+        }
+        Some("safetensors") => {
+            let bytes = fs::read(path).map_err(io)?;
+            read_safetensors_pairs(&bytes, &shown, options)
+        }
+        _ => Err(LogitsError::Format {
+            path: shown,
+            format: "data",
+            message: "expected a .npz or .safetensors file, or a directory of .npy files \
+                      (p_target.npy and q_draft.npy)"
+                .into(),
+        }),
+    }
+}
+
+/// [`read_pairs`] for the bytes of a `.safetensors` file; `source` names it
+/// in messages.
+pub fn read_safetensors_pairs(
+    bytes: &[u8],
+    source: &str,
+    options: &ReadOptions,
+) -> Result<Pairs, LogitsError> {
+    let tensors = SafeTensors::deserialize(bytes).map_err(|e| LogitsError::Format {
+        path: source.to_string(),
+        format: "safetensors",
+        message: e.to_string(),
+    })?;
+    assemble(
+        &mut Safetensors {
+            bytes,
+            tensors,
+            path: source.to_string(),
+        },
+        options,
+    )
+}
+
+/// An array as read: shape and values in f64.
+struct Array {
+    name: String,
+    shape: Vec<usize>,
+    data: Vec<f64>,
+}
+
+/// A file (or directory) of named arrays.
+trait Arrays {
+    fn path(&self) -> &str;
+    fn names(&self) -> Vec<String>;
+    fn shape(&mut self, name: &str) -> Result<Vec<usize>, LogitsError>;
+    fn floats(&mut self, name: &str) -> Result<Array, LogitsError>;
+    /// A header entry, for formats that have them.
+    fn metadata(&self, _key: &str) -> Option<String> {
+        None
+    }
+}
+
+fn assemble(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs, LogitsError> {
+    let names = arrays.names();
+    let sparse = ["ids", "p", "q", "p_tail", "q_tail"]
+        .iter()
+        .all(|n| names.iter().any(|m| m == n));
+    if sparse {
+        return sparse_pairs(arrays, options);
+    }
+    let find = |role: &'static str, candidates: &[&str]| {
+        candidates
+            .iter()
+            .find(|c| names.iter().any(|n| n == *c))
+            .map(|c| c.to_string())
+            .ok_or_else(|| LogitsError::MissingArray {
+                path: arrays.path().to_string(),
+                role,
+                expected: candidates.join(", "),
+                found: names.join(", "),
+            })
+    };
+    let (target_name, draft_name) = (find("target", &TARGET_NAMES)?, find("draft", &DRAFT_NAMES)?);
+    let path = arrays.path().to_string();
+    let target = rows_of(arrays.floats(&target_name)?, &path)?;
+    let draft = rows_of(arrays.floats(&draft_name)?, &path)?;
+    check_pair(&path, &target.1, &draft.1)?;
+    let named_logits = target_name.contains("logits") || draft_name.contains("logits");
+    let values = match options.values {
+        Some(values) => values,
+        None if named_logits => Values::Logits,
+        None => detect([&target.1, &draft.1]),
+    };
+    let (target, draft) = (target.1, draft.1);
+    let (target, draft) = match values {
+        Values::Probabilities => (
+            renormalised(target, &path, &target_name)?,
+            renormalised(draft, &path, &draft_name)?,
+        ),
+        Values::Logits => (target, draft),
+    };
+    Ok(Pairs {
+        target,
+        draft,
+        values,
+        layout: Layout::Dense,
+        source: path,
+    })
+}
+
+/// A 1-D array is one row; a 2-D one is rows x vocabulary.
+fn rows_of(array: Array, path: &str) -> Result<(String, Matrix), LogitsError> {
+    let (rows, cols) = match array.shape[..] {
+        [v] => (1, v),
+        [r, v] => (r, v),
+        _ => {
+            return Err(LogitsError::Shape {
+                path: path.to_string(),
+                array: array.name,
+                shape: array.shape,
+                expected: "[rows, vocabulary] or [vocabulary]".into(),
+            });
+        }
+    };
+    Ok((array.name, Matrix::new(rows, cols, array.data)?))
+}
+
+fn check_pair(path: &str, target: &Matrix, draft: &Matrix) -> Result<(), LogitsError> {
+    if target.rows() != draft.rows() {
+        return Err(LogitsError::RowCount {
+            path: path.to_string(),
+            target: target.rows(),
+            draft: draft.rows(),
+        });
+    }
+    if target.cols() != draft.cols() {
+        return Err(LogitsError::VocabMismatch {
+            path: path.to_string(),
+            target: target.cols(),
+            draft: draft.cols(),
+        });
+    }
+    Ok(())
+}
+
+/// Logits when any value lies outside [0, 1] (NaN included, which the
+/// softmax then reports by index); probabilities otherwise.
+fn detect(matrices: [&Matrix; 2]) -> Values {
+    let probability = |x: &f64| (0.0..=1.0).contains(x);
+    if matrices
+        .iter()
+        .all(|m| m.as_slice().iter().all(probability))
+    {
+        Values::Probabilities
+    } else {
+        Values::Logits
+    }
+}
+
+/// Each row divided by its f64 sum, after checking that it is a
+/// probability vector up to [`PROBABILITY_SUM_TOLERANCE`].
+fn renormalised(matrix: Matrix, path: &str, array: &str) -> Result<Matrix, LogitsError> {
+    let (rows, cols) = (matrix.rows(), matrix.cols());
+    let mut data = Vec::with_capacity(rows * cols);
+    for (row, values) in matrix.iter_rows().enumerate() {
+        let sum: f64 = values.iter().sum();
+        let valid = values.iter().all(|x| (0.0..=1.0).contains(x));
+        if !valid || (sum - 1.0).abs() > PROBABILITY_SUM_TOLERANCE {
+            return Err(LogitsError::NotProbabilities {
+                path: path.to_string(),
+                array: array.to_string(),
+                row,
+                sum,
+            });
+        }
+        data.extend(values.iter().map(|x| x / sum));
+    }
+    Matrix::new(rows, cols, data)
+}
+
+/// The sparse-with-tail format: row r is `p[r, ..K]` then `p_tail[r]` (and
+/// likewise for q), a distribution over K + 1 symbols.
+fn sparse_pairs(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs, LogitsError> {
+    let path = arrays.path().to_string();
+    if options.values == Some(Values::Logits) {
+        return Err(LogitsError::Format {
+            path,
+            format: "sparse-with-tail",
+            message: "its rows are probabilities (kept tokens plus a tail mass), not logits".into(),
+        });
+    }
+    let ids = arrays.shape("ids")?;
+    let [rows, kept] = ids[..] else {
+        return Err(LogitsError::Shape {
+            path,
+            array: "ids".into(),
+            shape: ids,
+            expected: "[rows, K]".into(),
+        });
+    };
+    let mut side = |kept_name: &str, tail_name: &str| -> Result<Matrix, LogitsError> {
+        let kept_array = arrays.floats(kept_name)?;
+        let tail = arrays.floats(tail_name)?;
+        let shape_error = |array: Array, expected: String| LogitsError::Shape {
+            path: path.clone(),
+            array: array.name,
+            shape: array.shape,
+            expected,
+        };
+        if kept_array.shape != [rows, kept] {
+            return Err(shape_error(
+                kept_array,
+                format!("[{rows}, {kept}] as `ids`"),
+            ));
+        }
+        if tail.shape != [rows] {
+            return Err(shape_error(
+                tail,
+                format!("[{rows}]: one tail mass per row"),
+            ));
+        }
+        let mut data = Vec::with_capacity(rows * (kept + 1));
+        for (row, mass) in kept_array.data.chunks_exact(kept.max(1)).zip(&tail.data) {
+            data.extend_from_slice(row);
+            data.push(*mass);
+        }
+        renormalised(Matrix::new(rows, kept + 1, data)?, &path, kept_name)
+    };
+    let target = side("p", "p_tail")?;
+    let draft = side("q", "q_tail")?;
+    let vocabulary = arrays.metadata("vocab_size").and_then(|v| v.parse().ok());
+    Ok(Pairs {
+        target,
+        draft,
+        values: Values::Probabilities,
+        layout: Layout::SparseWithTail { kept, vocabulary },
+        source: path,
+    })
+}
+
+/// A `.npy` file's array in f64, whichever float dtype it holds.
+fn npy_floats(bytes: &[u8], name: &str, path: &str) -> Result<Array, LogitsError> {
+    let format = |message: String| LogitsError::Format {
+        path: path.to_string(),
+        format: "npy",
+        message: format!("array `{name}`: {message}"),
+    };
+    let header = Header::from_reader(&mut Cursor::new(bytes)).map_err(|e| format(e.to_string()))?;
+    let descriptor = match &header.type_descriptor {
+        PyValue::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let array: ArrayD<f64> = match &descriptor[1..] {
+        "f4" => ArrayD::<f32>::read_npy(bytes).map(|a| a.mapv(f64::from)),
+        "f8" => ArrayD::<f64>::read_npy(bytes),
+        "f2" => ArrayD::<Float16>::read_npy(bytes).map(|a| a.mapv(|h| h.0.to_f64())),
+        _ => {
+            return Err(LogitsError::Dtype {
+                path: path.to_string(),
+                array: name.to_string(),
+                dtype: numpy_dtype_name(&descriptor),
+            });
+        }
+    }
+    .map_err(|e| format(e.to_string()))?;
+    Ok(Array {
+        name: name.to_string(),
+        shape: array.shape().to_vec(),
+        data: array.iter().copied().collect(),
+    })
+}
+
+/// numpy's name for a descriptor such as `<i4`, for messages.
+fn numpy_dtype_name(descriptor: &str) -> String {
+    let kind = match descriptor.get(1..2) {
+        Some("i") => "int",
+        Some("u") => "uint",
+        Some("f") => "float",
+        Some("b") => "bool",
+        Some("c") => "complex",
+        _ => return descriptor.to_string(),
+    };
+    match descriptor.get(2..).and_then(|b| b.parse::<usize>().ok()) {
+        Some(bytes) if kind != "bool" => format!("{kind}{}", 8 * bytes),
+        _ => kind.to_string(),
+    }
+}
+
+/// float16 elements of a `.npy` file (ndarray-npy reads float32 and
+/// float64 only; its `ReadableElement` is the extension point).
+#[derive(Clone, Copy)]
+struct Float16(f16);
+
+impl ReadableElement for Float16 {
+    fn read_to_end_exact_vec<R: Read>(
+        mut reader: R,
+        type_desc: &PyValue,
+        len: usize,
+    ) -> Result<Vec<Self>, ReadDataError> {
+        let from_bytes: fn([u8; 2]) -> u16 = match type_desc {
+            PyValue::String(s) if s == "<f2" => u16::from_le_bytes,
+            PyValue::String(s) if s == ">f2" => u16::from_be_bytes,
+            other => return Err(ReadDataError::WrongDescriptor(other.clone())),
+        };
+        let mut bytes = vec![0u8; 2 * len];
+        reader.read_exact(&mut bytes).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => ReadDataError::MissingData,
+            _ => ReadDataError::Io(e),
+        })?;
+        let extra = reader.read_to_end(&mut Vec::new())?;
+        if extra > 0 {
+            return Err(ReadDataError::ExtraBytes(extra));
+        }
+        Ok(bytes
+            .chunks_exact(2)
+            .map(|b| Float16(f16::from_bits(from_bytes([b[0], b[1]]))))
+            .collect())
+    }
+}
+
+/// The `.npy` files of a directory, named by their stems.
+struct NpyDirectory {
+    path: String,
+    files: Vec<(String, std::path::PathBuf)>,
+}
+
+impl NpyDirectory {
+    fn open(dir: &Path, shown: &str) -> Result<Self, LogitsError> {
+        let io = |source| LogitsError::Io {
+            path: shown.to_string(),
+            source,
+        };
+        let mut files = Vec::new();
+        for entry in fs::read_dir(dir).map_err(io)? {
+            let path = entry.map_err(io)?.path();
+            if path.extension().and_then(|e| e.to_str()) == Some("npy")
+                && let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+            {
+                files.push((stem.to_string(), path.clone()));
+            }
+        }
+        files.sort();
+        Ok(Self {
+            path: shown.to_string(),
+            files,
+        })
+    }
+
+    fn bytes(&self, name: &str) -> Result<(Vec<u8>, String), LogitsError> {
+        let Some((_, file)) = self.files.iter().find(|(n, _)| n == name) else {
+            return Err(LogitsError::MissingArray {
+                path: self.path.clone(),
+                role: "requested",
+                expected: format!("{name}.npy"),
+                found: self.names().join(", "),
+            });
+        };
+        let shown = file.display().to_string();
+        let bytes = fs::read(file).map_err(|source| LogitsError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        Ok((bytes, shown))
+    }
+}
+
+impl Arrays for NpyDirectory {
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.files.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    fn shape(&mut self, name: &str) -> Result<Vec<usize>, LogitsError> {
+        let (bytes, shown) = self.bytes(name)?;
+        npy_shape(&bytes, name, &shown)
+    }
+
+    fn floats(&mut self, name: &str) -> Result<Array, LogitsError> {
+        let (bytes, shown) = self.bytes(name)?;
+        npy_floats(&bytes, name, &shown)
+    }
+}
+
+fn npy_shape(bytes: &[u8], name: &str, path: &str) -> Result<Vec<usize>, LogitsError> {
+    Header::from_reader(&mut Cursor::new(bytes))
+        .map(|h| h.shape)
+        .map_err(|e| LogitsError::Format {
+            path: path.to_string(),
+            format: "npy",
+            message: format!("array `{name}`: {e}"),
+        })
+}
+
+/// A `.npz` archive: a zip of `.npy` files, compressed or not.
+struct Npz {
+    path: String,
+    archive: zip::ZipArchive<Cursor<Vec<u8>>>,
+}
+
+impl Npz {
+    fn open(bytes: Vec<u8>, path: &str) -> Result<Self, LogitsError> {
+        let archive =
+            zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| LogitsError::Format {
+                path: path.to_string(),
+                format: "npz",
+                message: e.to_string(),
+            })?;
+        Ok(Self {
+            path: path.to_string(),
+            archive,
+        })
+    }
+
+    fn member(&mut self, name: &str) -> Result<Vec<u8>, LogitsError> {
+        let format = |message: String| LogitsError::Format {
+            path: self.path.clone(),
+            format: "npz",
+            message: format!("member `{name}.npy`: {message}"),
+        };
+        let mut file = self
+            .archive
+            .by_name(&format!("{name}.npy"))
+            .map_err(|e| format(e.to_string()))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| format(e.to_string()))?;
+        Ok(bytes)
+    }
+}
+
+impl Arrays for Npz {
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.archive
+            .file_names()
+            .filter_map(|n| n.strip_suffix(".npy"))
+            .map(String::from)
+            .collect()
+    }
+
+    fn shape(&mut self, name: &str) -> Result<Vec<usize>, LogitsError> {
+        let bytes = self.member(name)?;
+        npy_shape(&bytes, name, &self.path)
+    }
+
+    fn floats(&mut self, name: &str) -> Result<Array, LogitsError> {
+        let bytes = self.member(name)?;
+        npy_floats(&bytes, name, &self.path)
+    }
+}
+
+struct Safetensors<'a> {
+    bytes: &'a [u8],
+    tensors: SafeTensors<'a>,
+    path: String,
+}
+
+impl Safetensors<'_> {
+    fn view(&self, name: &str) -> Result<safetensors::tensor::TensorView<'_>, LogitsError> {
+        self.tensors.tensor(name).map_err(|e| LogitsError::Format {
+            path: self.path.clone(),
+            format: "safetensors",
+            message: e.to_string(),
+        })
+    }
+}
+
+impl Arrays for Safetensors<'_> {
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tensors.names().into_iter().map(String::from).collect();
+        names.sort();
+        names
+    }
+
+    fn shape(&mut self, name: &str) -> Result<Vec<usize>, LogitsError> {
+        Ok(self.view(name)?.shape().to_vec())
+    }
+
+    fn metadata(&self, key: &str) -> Option<String> {
+        // The header's metadata, parsed again: `SafeTensors` keeps only
+        // the tensors.
+        SafeTensors::read_metadata(self.bytes)
+            .ok()
+            .and_then(|(_, m)| m.metadata().as_ref()?.get(key).cloned())
+    }
+
+    fn floats(&mut self, name: &str) -> Result<Array, LogitsError> {
+        let view = self.view(name)?;
+        let bytes = view.data();
+        let data: Vec<f64> = match view.dtype() {
+            Dtype::F16 => bytes
+                .chunks_exact(2)
+                .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f64())
+                .collect(),
+            Dtype::BF16 => bytes
+                .chunks_exact(2)
+                .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f64())
+                .collect(),
+            Dtype::F32 => bytes
+                .chunks_exact(4)
+                .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+                .collect(),
+            Dtype::F64 => bytes
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().expect("chunks of 8 bytes")))
+                .collect(),
+            other => {
+                return Err(LogitsError::Dtype {
+                    path: self.path.clone(),
+                    array: name.to_string(),
+                    dtype: format!("{other:?}"),
+                });
+            }
+        };
+        Ok(Array {
+            name: name.to_string(),
+            shape: view.shape().to_vec(),
+            data,
+        })
+    }
+}

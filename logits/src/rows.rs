@@ -1,0 +1,124 @@
+//! Rows of numbers and what they hold.
+
+use crate::LogitsError;
+
+/// Row-major rows of equal length, in f64 whatever the file held.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrix {
+    rows: usize,
+    cols: usize,
+    data: Vec<f64>,
+}
+
+impl Matrix {
+    /// `rows x cols` values, row after row.
+    pub fn new(rows: usize, cols: usize, data: Vec<f64>) -> Result<Self, LogitsError> {
+        if rows.checked_mul(cols) != Some(data.len()) {
+            return Err(LogitsError::BatchShape {
+                what: "the data",
+                expected: format!("{rows} x {cols} values"),
+                found: format!("{} values", data.len()),
+            });
+        }
+        Ok(Self { rows, cols, data })
+    }
+
+    /// Rows of equal length.
+    pub fn from_rows(rows: &[Vec<f64>]) -> Result<Self, LogitsError> {
+        let cols = rows.first().map_or(0, Vec::len);
+        if let Some((r, row)) = rows.iter().enumerate().find(|(_, row)| row.len() != cols) {
+            return Err(LogitsError::BatchShape {
+                what: "a row",
+                expected: format!("{cols} values (as row 0)"),
+                found: format!("{} values in row {r}", row.len()),
+            });
+        }
+        Ok(Self {
+            rows: rows.len(),
+            cols,
+            data: rows.concat(),
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    pub fn row(&self, r: usize) -> &[f64] {
+        &self.data[r * self.cols..(r + 1) * self.cols]
+    }
+
+    /// The rows in order (none for a matrix without columns).
+    pub fn iter_rows(&self) -> impl ExactSizeIterator<Item = &[f64]> {
+        self.data.chunks_exact(self.cols.max(1)).take(self.rows)
+    }
+
+    /// All values, row after row.
+    pub fn as_slice(&self) -> &[f64] {
+        &self.data
+    }
+}
+
+/// What a file's rows hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Values {
+    /// Probability vectors (renormalised in f64 when read).
+    Probabilities,
+    /// Unnormalised log-probabilities, turned into probabilities by a
+    /// stable softmax.
+    Logits,
+}
+
+/// How a file laid out its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// One column per token of the vocabulary.
+    Dense,
+    /// The `kept` tokens of largest max(p, q) per row, then one lumped tail
+    /// symbol holding the mass of all the others (`../shared/data`'s sparse
+    /// format). Lumping coarsens, so acceptances on such rows are at least
+    /// the full-vocabulary ones.
+    SparseWithTail {
+        kept: usize,
+        /// The full vocabulary's size, when the file says.
+        vocabulary: Option<usize>,
+    },
+}
+
+/// Target and draft rows of one file: row r of each is one decoding step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pairs {
+    pub target: Matrix,
+    pub draft: Matrix,
+    pub values: Values,
+    pub layout: Layout,
+    /// Where the rows came from, for messages.
+    pub source: String,
+}
+
+impl Pairs {
+    pub fn rows(&self) -> usize {
+        self.target.rows()
+    }
+
+    /// The first `rows` rows (all when there are fewer).
+    pub fn head(&self, rows: usize) -> Self {
+        let keep = |m: &Matrix| {
+            let rows = rows.min(m.rows());
+            Matrix {
+                rows,
+                cols: m.cols(),
+                data: m.data[..rows * m.cols()].to_vec(),
+            }
+        };
+        Self {
+            target: keep(&self.target),
+            draft: keep(&self.draft),
+            ..self.clone()
+        }
+    }
+}
