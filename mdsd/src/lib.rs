@@ -9,7 +9,9 @@
 //! * [`bounds`] (mdsd-bounds): closed-form optimal acceptance with certificate.
 //! * [`lp`] (mdsd-lp): the exact optimal-transport LP for small vocabularies.
 //! * [`flow`] (mdsd-flow): max flow / min cut, the optimal plan and verifier.
+//! * [`convex`] (mdsd-convex): the optimal verifier at full vocabulary.
 //! * [`verify`] (mdsd-verify): published verifiers and the exact harness.
+//! * [`logits`] (mdsd-logits): logit files and batched backends.
 //!
 //! ```
 //! use mdsd::{Distribution, DraftScheme, FlowSolver, Problem, optimal_acceptance};
@@ -31,6 +33,7 @@ pub use mdsd_bounds as bounds;
 pub use mdsd_convex as convex;
 pub use mdsd_core as core;
 pub use mdsd_flow as flow;
+pub use mdsd_logits as logits;
 pub use mdsd_lp as lp;
 pub use mdsd_verify as verify;
 

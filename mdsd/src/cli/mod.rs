@@ -1,5 +1,6 @@
-//! The `mdsd` command line: `bound` and `solve`.
+//! The `mdsd` command line: `bound`, `solve`, `compare` and `eval`.
 
+mod eval;
 mod input;
 mod output;
 
@@ -62,6 +63,10 @@ enum Command {
     /// Rate verifiers exactly: acceptance, distance of the output law from p,
     /// and alpha*.
     Compare(CompareArgs),
+    /// alpha* per draft scheme and n, and verifiers' acceptance, over the
+    /// rows of a data file (default: a built-in real sample); table, JSON,
+    /// CSV and plots.
+    Eval(eval::EvalArgs),
 }
 
 #[derive(Debug, Args)]
@@ -168,6 +173,8 @@ pub enum CliError {
     Output { path: String, message: String },
     #[error("{0}")]
     Verify(#[from] VerifyError),
+    #[error("{0}")]
+    Logits(#[from] mdsd::logits::LogitsError),
 }
 
 /// Parses the command line and runs it.
@@ -266,6 +273,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             print(&args, name, rows)
         }
         Command::Compare(compare) => run_compare(&compare),
+        Command::Eval(args) => eval::run(&args),
     }
 }
 

@@ -1,0 +1,495 @@
+//! `mdsd eval`: alpha* per draft scheme and n, and the acceptance of chosen
+//! verifiers, over the rows of a data file or the built-in sample; a table
+//! or one JSON document, and with `--out` CSV, JSON and plots.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use mdsd::logits::{
+    Backend, CpuBackend, Layout, Matrix, Pairs, ReadOptions, Values, builtin_sample, read_pairs,
+};
+use mdsd::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind, Transform};
+use rayon::prelude::*;
+use serde_json::json;
+
+use super::CliError;
+
+mod plot;
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Rows to evaluate: a .npz or .safetensors file (dense [rows, V], or
+    /// the sparse-with-tail format), or a directory of .npy files
+    /// (p_target.npy, q_draft.npy). Default: the built-in sample, 32 real
+    /// rows of Qwen2.5-Coder 1.5B / 0.5B.
+    #[arg(long, value_name = "FILE")]
+    data: Option<PathBuf>,
+    /// Numbers of drafts.
+    #[arg(long = "n", value_delimiter = ',', default_values_t = [1, 2, 4, 8])]
+    ns: Vec<usize>,
+    /// Draft schemes for alpha*: iid, wor (without replacement), greedy.
+    #[arg(long, value_delimiter = ',', default_values = ["iid", "wor", "greedy"])]
+    schemes: Vec<SchemeKind>,
+    /// Temperature applied to target and draft rows (0 = argmax).
+    #[arg(long, allow_hyphen_values = true)]
+    temperature: Option<f64>,
+    /// Keep the k most likely tokens of each row.
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// Keep the smallest most-likely set of mass >= p of each row.
+    #[arg(long)]
+    top_p: Option<f64>,
+    /// The rows hold logits (default: decided from array names and values).
+    #[arg(long, conflicts_with = "probabilities")]
+    logits: bool,
+    /// The rows hold probabilities.
+    #[arg(long)]
+    probabilities: bool,
+    /// Verifiers to rate, each on the first of iid, wor, greedy it supports:
+    /// exact acceptance where it has a closed form (nss, naive, specinfer,
+    /// kseq, optimal-convex), sampled otherwise. `none` for no verifier.
+    #[arg(long, value_delimiter = ',', default_values = ["specinfer", "optimal-convex"])]
+    verifiers: Vec<String>,
+    /// Draws per row and n for sampled verifiers.
+    #[arg(long, default_value_t = 20_000)]
+    samples: u64,
+    /// Seed of the sampled verifiers (row r uses seed + r).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Where the batched work runs.
+    #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
+    backend: BackendArg,
+    /// Only the first ROWS rows.
+    #[arg(long)]
+    rows: Option<usize>,
+    /// Write eval.json, CSV tables and acceptance.png / .svg here.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print exactly one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendArg {
+    /// rayon over rows.
+    Cpu,
+}
+
+/// alpha* of one scheme: `rows x ns`.
+struct SchemeResult {
+    scheme: SchemeKind,
+    alpha: Matrix,
+}
+
+/// One verifier's acceptance: `rows x ns`.
+struct VerifierResult {
+    name: String,
+    scheme: SchemeKind,
+    method: &'static str,
+    acceptance: Matrix,
+}
+
+pub fn run(args: &EvalArgs) -> Result<(), CliError> {
+    let usage = |m: String| CliError::Usage(m);
+    if args.ns.is_empty() || args.ns.contains(&0) {
+        return Err(usage("--n takes numbers of drafts of at least 1".into()));
+    }
+    if let Some(bad) = args.schemes.iter().find(|s| {
+        !matches!(
+            s,
+            SchemeKind::Iid | SchemeKind::WithoutReplacement | SchemeKind::Greedy
+        )
+    }) {
+        return Err(usage(format!(
+            "--schemes {bad}: mdsd eval draws iid, wor or greedy drafts from one draft row"
+        )));
+    }
+    let verifiers: Vec<(String, SchemeKind)> = args
+        .verifiers
+        .iter()
+        .filter(|name| name.as_str() != "none")
+        .map(|name| verifier_scheme(name).map(|scheme| (name.clone(), scheme)))
+        .collect::<Result<_, _>>()?;
+
+    let options = ReadOptions {
+        values: match (args.logits, args.probabilities) {
+            (true, _) => Some(Values::Logits),
+            (_, true) => Some(Values::Probabilities),
+            _ => None,
+        },
+    };
+    let mut pairs = match &args.data {
+        Some(path) => read_pairs(path, &options)?,
+        None => builtin_sample()?,
+    };
+    if let Some(rows) = args.rows {
+        pairs = pairs.head(rows);
+    }
+    let backend = CpuBackend;
+    let transform = Transform {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+    };
+    let target = backend.distributions(&pairs.target, pairs.values, &transform)?;
+    let draft = backend.distributions(&pairs.draft, pairs.values, &transform)?;
+
+    let rows = pairs.rows();
+    let progress = progress_bar(
+        (args.schemes.len() + verifiers.len() * args.ns.len() * rows) as u64,
+        args.json,
+    );
+    let schemes = args
+        .schemes
+        .iter()
+        .map(|&scheme| {
+            let alpha = match scheme {
+                SchemeKind::Iid => backend.optimal_acceptance_iid(&target, &draft, &args.ns)?,
+                SchemeKind::WithoutReplacement => {
+                    backend.optimal_acceptance_wor(&target, &draft, &args.ns)?
+                }
+                _ => greedy_alpha(&target, &draft, &args.ns)?,
+            };
+            progress.inc(1);
+            Ok(SchemeResult { scheme, alpha })
+        })
+        .collect::<Result<Vec<_>, CliError>>()?;
+    let verifier_results = verifiers
+        .iter()
+        .map(|(name, scheme)| rate_verifier(name, *scheme, &target, &draft, args, &progress))
+        .collect::<Result<Vec<_>, _>>()?;
+    progress.finish_and_clear();
+
+    let document = report_json(
+        &pairs,
+        backend.name(),
+        &args.ns,
+        &schemes,
+        &verifier_results,
+    );
+    if args.json {
+        println!("{document}");
+    } else {
+        print!(
+            "{}",
+            report_table(&pairs, &args.ns, &schemes, &verifier_results)
+        );
+    }
+    if let Some(dir) = &args.out {
+        write_outputs(
+            dir,
+            &pairs,
+            &args.ns,
+            &schemes,
+            &verifier_results,
+            &document,
+        )?;
+        if !args.json {
+            println!("wrote {}", dir.display());
+        }
+    }
+    Ok(())
+}
+
+/// A progress bar on stderr when it is a terminal (indicatif draws nothing
+/// otherwise) and stdout is not a JSON document.
+fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} ({eta})") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// The scheme a verifier is rated on: the first of iid, wor, greedy it
+/// supports.
+fn verifier_scheme(name: &str) -> Result<SchemeKind, CliError> {
+    let candidates = [
+        SchemeKind::Iid,
+        SchemeKind::WithoutReplacement,
+        SchemeKind::Greedy,
+    ];
+    for scheme in candidates {
+        if mdsd::verify::supports(name, scheme)? {
+            return Ok(scheme);
+        }
+    }
+    Err(CliError::Usage(format!(
+        "verifier {name} runs on none of iid, wor, greedy drafts, which mdsd eval draws"
+    )))
+}
+
+fn problem(
+    p: &[f64],
+    q: &[f64],
+    scheme: SchemeKind,
+    n: usize,
+    row: usize,
+) -> Result<Problem, CliError> {
+    let invalid = |source| CliError::Invalid {
+        what: format!("row {row}"),
+        source,
+    };
+    let p = Distribution::from_probs(p).map_err(invalid)?;
+    let q = Distribution::from_probs(q).map_err(invalid)?;
+    DraftScheme::new(scheme, vec![q], n)
+        .and_then(|drafts| Problem::new(p, drafts))
+        .map_err(invalid)
+}
+
+/// Greedy drafting's alpha* in closed form, rows on rayon's pool (not a
+/// backend method: it is one pass per row, no batched kernel to gain).
+fn greedy_alpha(target: &Matrix, draft: &Matrix, ns: &[usize]) -> Result<Matrix, CliError> {
+    let rows = (0..target.rows())
+        .into_par_iter()
+        .map(|r| {
+            ns.iter()
+                .map(|&n| {
+                    let problem = problem(target.row(r), draft.row(r), SchemeKind::Greedy, n, r)?;
+                    mdsd::optimal_acceptance(&problem)
+                        .map(|bound| bound.alpha)
+                        .map_err(|source| CliError::Bound { row: r, source })
+                })
+                .collect::<Result<Vec<f64>, CliError>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Matrix::from_rows(&rows)?)
+}
+
+/// A verifier's acceptance on every row and n: exact from its closed form
+/// when it has one, else the sampled harness's estimate.
+fn rate_verifier(
+    name: &str,
+    scheme: SchemeKind,
+    target: &Matrix,
+    draft: &Matrix,
+    args: &EvalArgs,
+    progress: &ProgressBar,
+) -> Result<VerifierResult, CliError> {
+    use mdsd::verify::{kseq_acceptance, naive_acceptance, nss_acceptance, specinfer_acceptance};
+    let exact = matches!(
+        name,
+        "nss" | "naive" | "specinfer" | "kseq" | "optimal-convex"
+    );
+    let rows = (0..target.rows())
+        .into_par_iter()
+        .map(|r| {
+            args.ns
+                .iter()
+                .map(|&n| {
+                    let problem = problem(target.row(r), draft.row(r), scheme, n, r)?;
+                    let acceptance = match name {
+                        "nss" => nss_acceptance(&problem)?,
+                        "naive" => naive_acceptance(&problem)?,
+                        "specinfer" => specinfer_acceptance(&problem)?,
+                        "kseq" => kseq_acceptance(&problem)?.0,
+                        "optimal-convex" => {
+                            ConvexSolver::default()
+                                .solve(&problem)
+                                .map_err(|source| CliError::Convex { row: r, source })?
+                                .alpha
+                        }
+                        _ => {
+                            let verifier = mdsd::verify::prepare(name, &problem)?;
+                            mdsd::verify::sampled(
+                                &problem,
+                                verifier.as_ref(),
+                                args.samples,
+                                args.seed + r as u64,
+                            )?
+                            .acceptance
+                        }
+                    };
+                    progress.inc(1);
+                    Ok(acceptance)
+                })
+                .collect::<Result<Vec<f64>, CliError>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(VerifierResult {
+        name: name.to_string(),
+        scheme,
+        method: if exact { "exact" } else { "sampled" },
+        acceptance: Matrix::from_rows(&rows)?,
+    })
+}
+
+fn column_mean(m: &Matrix, j: usize) -> f64 {
+    m.iter_rows().map(|row| row[j]).sum::<f64>() / m.rows().max(1) as f64
+}
+
+fn describe(pairs: &Pairs) -> String {
+    let layout = match pairs.layout {
+        Layout::Dense => format!("V = {}", pairs.target.cols()),
+        Layout::SparseWithTail { kept, .. } => format!("top-{kept} + tail"),
+    };
+    format!("{} ({} rows, {layout})", pairs.source, pairs.rows())
+}
+
+fn report_json(
+    pairs: &Pairs,
+    backend: &str,
+    ns: &[usize],
+    schemes: &[SchemeResult],
+    verifiers: &[VerifierResult],
+) -> serde_json::Value {
+    let aggregate: Vec<_> = schemes
+        .iter()
+        .flat_map(|s| {
+            ns.iter().enumerate().map(move |(j, &n)| {
+                json!({"scheme": s.scheme.name(), "n": n, "mean_alpha": column_mean(&s.alpha, j)})
+            })
+        })
+        .collect();
+    let rated: Vec<_> = verifiers
+        .iter()
+        .flat_map(|v| {
+            ns.iter().enumerate().map(move |(j, &n)| {
+                json!({
+                    "name": v.name,
+                    "scheme": v.scheme.name(),
+                    "n": n,
+                    "mean_acceptance": column_mean(&v.acceptance, j),
+                    "method": v.method,
+                })
+            })
+        })
+        .collect();
+    json!({
+        "source": pairs.source,
+        "backend": backend,
+        "rows": pairs.rows(),
+        "aggregate": aggregate,
+        "verifiers": rated,
+    })
+}
+
+fn report_table(
+    pairs: &Pairs,
+    ns: &[usize],
+    schemes: &[SchemeResult],
+    verifiers: &[VerifierResult],
+) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let header: String = ns
+        .iter()
+        .map(|n| format!("{:>9}", format!("n={n}")))
+        .collect();
+    let _ = writeln!(out, "{}", describe(pairs));
+    let _ = writeln!(out, "\nalpha* per row");
+    let _ = write!(out, "{:>5}", "row");
+    for s in schemes {
+        for n in ns {
+            let _ = write!(out, "{:>10}", format!("{} n={n}", s.scheme.name()));
+        }
+    }
+    out.push('\n');
+    for r in 0..pairs.rows() {
+        let _ = write!(out, "{r:>5}");
+        for s in schemes {
+            for a in s.alpha.row(r) {
+                let _ = write!(out, "{a:>10.6}");
+            }
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(out, "\nmean alpha*                 {header}");
+    for s in schemes {
+        let means: String = (0..ns.len())
+            .map(|j| format!("{:>9.6}", column_mean(&s.alpha, j)))
+            .collect();
+        let _ = writeln!(out, "{:<28}{means}", s.scheme.name());
+    }
+    if !verifiers.is_empty() {
+        let _ = writeln!(out, "\nmean acceptance             {header}");
+        for v in verifiers {
+            let means: String = (0..ns.len())
+                .map(|j| format!("{:>9.6}", column_mean(&v.acceptance, j)))
+                .collect();
+            let label = format!("{} ({}, {})", v.name, v.scheme.name(), v.method);
+            let _ = writeln!(out, "{label:<28}{means}");
+        }
+    }
+    out
+}
+
+fn write_outputs(
+    dir: &Path,
+    pairs: &Pairs,
+    ns: &[usize],
+    schemes: &[SchemeResult],
+    verifiers: &[VerifierResult],
+    document: &serde_json::Value,
+) -> Result<(), CliError> {
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| CliError::Output {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+    };
+    std::fs::create_dir_all(dir).map_err(|e| CliError::Output {
+        path: dir.display().to_string(),
+        message: e.to_string(),
+    })?;
+    write("eval.json", format!("{document:#}\n"))?;
+    let mut alpha = String::from("row,scheme,n,alpha\n");
+    for s in schemes {
+        for r in 0..pairs.rows() {
+            for (j, n) in ns.iter().enumerate() {
+                alpha += &format!("{r},{},{n},{:.12}\n", s.scheme.name(), s.alpha.row(r)[j]);
+            }
+        }
+    }
+    write("alpha.csv", alpha)?;
+    let mut rated = String::from("row,verifier,scheme,n,acceptance,method\n");
+    for v in verifiers {
+        for r in 0..pairs.rows() {
+            for (j, n) in ns.iter().enumerate() {
+                rated += &format!(
+                    "{r},{},{},{n},{:.12},{}\n",
+                    v.name,
+                    v.scheme.name(),
+                    v.acceptance.row(r)[j],
+                    v.method
+                );
+            }
+        }
+    }
+    write("verifiers.csv", rated)?;
+    let mut series: Vec<plot::Series> = schemes
+        .iter()
+        .map(|s| plot::Series {
+            label: format!("alpha* {}", s.scheme.name()),
+            points: means(ns, &s.alpha),
+            dashed: false,
+        })
+        .collect();
+    series.extend(verifiers.iter().map(|v| plot::Series {
+        label: format!("{} ({})", v.name, v.scheme.name()),
+        points: means(ns, &v.acceptance),
+        dashed: true,
+    }));
+    let title = format!("Mean acceptance over {} rows", pairs.rows());
+    for name in ["acceptance.png", "acceptance.svg"] {
+        let path = dir.join(name);
+        plot::draw(&path, &title, &series).map_err(|message| CliError::Output {
+            path: path.display().to_string(),
+            message,
+        })?;
+    }
+    Ok(())
+}
+
+fn means(ns: &[usize], m: &Matrix) -> Vec<(f64, f64)> {
+    ns.iter()
+        .enumerate()
+        .map(|(j, &n)| (n as f64, column_mean(m, j)))
+        .collect()
+}

@@ -1,0 +1,200 @@
+//! `mdsd eval` end to end: the built-in sample's report, files in --out,
+//! agreement with per-row `mdsd bound`, and one-line errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn mdsd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mdsd"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = mdsd(args);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is exactly one JSON document")
+}
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// mean_alpha of (scheme, n) in an eval document.
+fn mean_alpha(doc: &Value, scheme: &str, n: u64) -> f64 {
+    doc["aggregate"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["scheme"] == scheme && e["n"] == n)
+        .unwrap_or_else(|| panic!("no {scheme} n = {n} in {doc}"))["mean_alpha"]
+        .as_f64()
+        .unwrap()
+}
+
+/// The mean of per-row alpha from `mdsd bound --json`.
+fn bound_mean(p: &str, q: &str, scheme: &str, n: u64) -> f64 {
+    let n_arg = n.to_string();
+    let doc = json(&[
+        "bound", "-p", p, "-q", q, "-n", &n_arg, "--scheme", scheme, "--json",
+    ]);
+    let rows = doc["rows"].as_array().unwrap();
+    rows.iter()
+        .map(|r| r["alpha"].as_f64().unwrap())
+        .sum::<f64>()
+        / rows.len() as f64
+}
+
+#[test]
+fn the_builtin_sample_report_has_the_documented_shape() {
+    let doc = json(&["eval", "--json"]);
+    assert_eq!(doc["rows"], 32);
+    let aggregate = doc["aggregate"].as_array().unwrap();
+    assert_eq!(aggregate.len(), 3 * 4, "iid, wor, greedy x n = 1, 2, 4, 8");
+    for scheme in ["iid", "wor", "greedy"] {
+        let means: Vec<f64> = [1, 2, 4, 8]
+            .iter()
+            .map(|&n| mean_alpha(&doc, scheme, n))
+            .collect();
+        assert!(
+            means.windows(2).all(|w| w[0] <= w[1]),
+            "{scheme}: {means:?}"
+        );
+        assert!(means.iter().all(|&a| (0.0..=1.0).contains(&a)));
+    }
+    // At n = 1 every scheme is one draft: 1 - TV.
+    assert!((mean_alpha(&doc, "iid", 1) - mean_alpha(&doc, "wor", 1)).abs() < 1e-12);
+    let verifiers = doc["verifiers"].as_array().unwrap();
+    assert_eq!(verifiers.len(), 2 * 4);
+    for v in verifiers {
+        let n = v["n"].as_u64().unwrap();
+        let acceptance = v["mean_acceptance"].as_f64().unwrap();
+        let alpha = mean_alpha(&doc, "iid", n);
+        // No verifier beats alpha*; the convex one reaches it (tolerance 1e-7 per row).
+        assert!(acceptance <= alpha + 1e-9, "{v}");
+        if v["name"] == "optimal-convex" {
+            assert!(alpha - acceptance <= 1e-7, "{v}");
+        }
+    }
+}
+
+#[test]
+fn the_table_and_the_out_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("report");
+    let out = mdsd(&[
+        "eval",
+        "--n",
+        "1,2",
+        "--rows",
+        "4",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.contains("mean alpha*") && table.contains("specinfer (iid, exact)"),
+        "{table}"
+    );
+    let png = std::fs::read(out_dir.join("acceptance.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let svg = std::fs::read_to_string(out_dir.join("acceptance.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("alpha* iid"));
+    let csv = std::fs::read_to_string(out_dir.join("alpha.csv")).unwrap();
+    assert_eq!(
+        csv.lines().count(),
+        1 + 3 * 4 * 2,
+        "header + schemes x rows x n"
+    );
+    let csv = std::fs::read_to_string(out_dir.join("verifiers.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 4 * 2);
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("eval.json")).unwrap()).unwrap();
+    assert_eq!(doc["rows"], 4);
+}
+
+#[test]
+fn aggregate_matches_per_row_bound_on_a_data_file() {
+    let dir = repository().join("logits/tests/fixtures/npy-f64");
+    let (p, q) = (dir.join("p_target.npy"), dir.join("q_draft.npy"));
+    let (p, q) = (p.to_str().unwrap(), q.to_str().unwrap());
+    let doc = json(&[
+        "eval",
+        "--data",
+        dir.to_str().unwrap(),
+        "--n",
+        "2,3",
+        "--verifiers",
+        "none",
+        "--json",
+    ]);
+    assert_eq!(doc["rows"], 3);
+    for (scheme, n) in [("iid", 2), ("iid", 3), ("wor", 2), ("greedy", 3)] {
+        let want = bound_mean(p, q, scheme, n);
+        assert!(
+            (mean_alpha(&doc, scheme, n) - want).abs() < 1e-12,
+            "{scheme} n = {n}"
+        );
+    }
+}
+
+/// The same on `../shared/data`'s 64 full-vocabulary rows, when present.
+#[test]
+fn aggregate_matches_per_row_bound_on_shared_data() {
+    let dense = repository().join("../shared/data/qwen-coder/dense");
+    if !dense.exists() {
+        eprintln!("skipped: {} not found", dense.display());
+        return;
+    }
+    let (p, q) = (dense.join("p_target.npy"), dense.join("q_draft.npy"));
+    let (p, q) = (p.to_str().unwrap(), q.to_str().unwrap());
+    let doc = json(&[
+        "eval",
+        "--data",
+        dense.to_str().unwrap(),
+        "--n",
+        "2,4",
+        "--schemes",
+        "iid,greedy",
+        "--verifiers",
+        "none",
+        "--json",
+    ]);
+    assert_eq!(doc["rows"], 64);
+    for (scheme, n) in [("iid", 2), ("iid", 4), ("greedy", 4)] {
+        let want = bound_mean(p, q, scheme, n);
+        assert!(
+            (mean_alpha(&doc, scheme, n) - want).abs() < 1e-12,
+            "{scheme} n = {n}"
+        );
+    }
+}
+
+#[test]
+fn bad_arguments_give_one_line_errors() {
+    for (args, needle) in [
+        (vec!["eval", "--schemes", "hub"], "--schemes hub"),
+        (vec!["eval", "--n", "0"], "--n"),
+        (vec!["eval", "--data", "no/such.npz"], "no/such.npz"),
+        (vec!["eval", "--verifiers", "nonesuch"], "nonesuch"),
+        (vec!["eval", "--temperature", "-1"], "temperature"),
+    ] {
+        let out = mdsd(&args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
