@@ -162,7 +162,7 @@ pub(crate) fn iid_values(p: &[f64], q: &[f64], ns: &[i32]) -> Vec<f64> {
         ns.iter().map(|&n| sorted.best_prefix(p, q, n).0).collect()
     } else {
         let buckets = BucketSums::new(p, q);
-        ns.iter().map(|&n| buckets.best_prefix(p, q, n).0).collect()
+        buckets.best_values(p, q, ns)
     }
 }
 
@@ -213,12 +213,42 @@ impl BucketSums {
     /// The least prefix value (alpha - 1), where its prefix ends, and the
     /// sorted tokens of the candidate buckets (to place an inside cut).
     fn best_prefix(&self, p: &[f64], q: &[f64], n: i32) -> (f64, Boundary, Vec<Candidate>) {
+        let mut ends = self.bucket_ends(n);
+        let inside = self.candidates(p, q, &ends.candidate);
+        self.refine(p, q, n, &mut ends, &inside);
+        (ends.best, ends.boundary, inside)
+    }
+
+    /// alpha* - 1 for each n: the candidate buckets of all n are gathered
+    /// and sorted in one pass over the vocabulary.
+    fn best_values(&self, p: &[f64], q: &[f64], ns: &[i32]) -> Vec<f64> {
+        let mut ends: Vec<BucketEnds> = ns.iter().map(|&n| self.bucket_ends(n)).collect();
+        let mut union = vec![false; BUCKETS];
+        for e in &ends {
+            union
+                .iter_mut()
+                .zip(&e.candidate)
+                .for_each(|(u, &c)| *u |= c);
+        }
+        let inside = self.candidates(p, q, &union);
+        ns.iter()
+            .zip(&mut ends)
+            .map(|(&n, e)| {
+                self.refine(p, q, n, e, &inside);
+                e.best
+            })
+            .collect()
+    }
+
+    /// The objective at every bucket end, the best of them, and the buckets
+    /// whose inside could beat it.
+    fn bucket_ends(&self, n: i32) -> BucketEnds {
         let Self {
-            keys,
             bucket_p,
             bucket_q,
             p_after,
             q_after,
+            ..
         } = self;
         let mut p_before = vec![0.0; BUCKETS];
         let mut q_before = vec![0.0; BUCKETS];
@@ -254,6 +284,18 @@ impl BucketSums {
             start_value = end_value[b];
         }
 
+        BucketEnds {
+            best,
+            boundary,
+            candidate,
+            p_before,
+            q_before,
+        }
+    }
+
+    /// The tokens of the `candidate` buckets, sorted by (bucket, ratio, id).
+    fn candidates(&self, p: &[f64], q: &[f64], candidate: &[bool]) -> Vec<Candidate> {
+        let keys = &self.keys;
         // Candidate buckets hold a few hundred tokens of V. Chunks of keys are
         // first tested against the candidates' index range (a vectorisable
         // compare); only chunks that touch it are looked at token by token.
@@ -277,8 +319,26 @@ impl BucketSums {
             }
         }
         inside.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
+        inside
+    }
+
+    /// Improves `ends` by the cuts inside its candidate buckets.
+    fn refine(&self, p: &[f64], q: &[f64], n: i32, ends: &mut BucketEnds, inside: &[Candidate]) {
+        let (p_after, q_after) = (&self.p_after, &self.q_after);
+        let BucketEnds {
+            best,
+            boundary,
+            candidate,
+            p_before,
+            q_before,
+        } = ends;
+        // Buckets gathered for another n are skipped: their cuts are valid
+        // prefixes too, but cannot beat this n's best.
         for group in inside.chunk_by(|x, y| x.0 == y.0) {
             let b = group[0].0;
+            if !candidate[b] {
+                continue;
+            }
             // Suffix sums inside the bucket, plus everything after it.
             let mut p_out = vec![p_after[b]; group.len() + 1];
             let mut q_out = vec![q_after[b]; group.len() + 1];
@@ -291,14 +351,22 @@ impl BucketSums {
                 p_in += p[group[j - 1].2];
                 q_in += q[group[j - 1].2];
                 let value = iid_objective(p_in, p_out[j], q_in, q_out[j], n);
-                if value < best {
-                    best = value;
-                    boundary = Boundary::Inside(b, j);
+                if value < *best {
+                    *best = value;
+                    *boundary = Boundary::Inside(b, j);
                 }
             }
         }
-        (best, boundary, inside)
     }
+}
+
+/// The bucket-end pass of one n.
+struct BucketEnds {
+    best: f64,
+    boundary: Boundary,
+    candidate: Vec<bool>,
+    p_before: Vec<f64>,
+    q_before: Vec<f64>,
 }
 
 /// Tokens of buckets `0..end`, plus the tokens of bucket `end` that come
