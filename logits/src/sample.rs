@@ -8,8 +8,7 @@ use crate::{LogitsError, Pairs, ReadOptions, read_safetensors_pairs};
 const SAMPLE: &[u8] = include_bytes!("../data/qwen-coder-sparse-32rows.safetensors");
 
 /// Where the built-in sample came from, for reports.
-pub const SAMPLE_NAME: &str =
-    "built-in sample (32 rows of Qwen2.5-Coder 1.5B / 0.5B, top-1024 + tail)";
+pub const SAMPLE_NAME: &str = "built-in sample of Qwen2.5-Coder 1.5B / 0.5B";
 
 /// The built-in sample's rows: a distribution over 1025 symbols each.
 pub fn builtin_sample() -> Result<Pairs, LogitsError> {

@@ -386,7 +386,7 @@ fn report_table(
     let _ = write!(out, "{:>5}", "row");
     for s in schemes {
         for n in ns {
-            let _ = write!(out, "{:>10}", format!("{} n={n}", s.scheme.name()));
+            let _ = write!(out, "{:>12}", format!("{} n={n}", s.scheme.name()));
         }
     }
     out.push('\n');
@@ -394,7 +394,7 @@ fn report_table(
         let _ = write!(out, "{r:>5}");
         for s in schemes {
             for a in s.alpha.row(r) {
-                let _ = write!(out, "{a:>10.6}");
+                let _ = write!(out, "{a:>12.6}");
             }
         }
         out.push('\n');
