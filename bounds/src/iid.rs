@@ -1,6 +1,9 @@
 //! i.i.d. drafts: alpha* = 1 + min_k (P_k - S_k^n) over prefixes of the
 //! ascending-p/q order (DESIGN §3), by a full sort or by bucket selection.
 
+use mdsd_core::{CoreError, Distribution};
+
+use crate::BoundError;
 use crate::objective;
 use crate::order::{ascending_ratio_order, masses_after, ratio};
 
@@ -137,20 +140,22 @@ enum Boundary {
 /// an end. Only buckets whose bound beats the best bucket end are sorted
 /// (usually one or two), which makes the whole expected O(V).
 pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>) {
-    let buckets = BucketSums::new(p, q);
-    let (best, boundary, inside) = buckets.best_prefix(p, q, n);
-    let certificate = match boundary {
+    let (keys, buckets) = BucketSums::of_tokens(p, q);
+    let mut ends = buckets.bucket_ends(n);
+    let inside = gather_candidates(&keys, p, q, &ends.candidate);
+    buckets.refine(p, q, n, &mut ends, &inside);
+    let certificate = match ends.boundary {
         Boundary::Empty => Vec::new(),
-        Boundary::BucketEnd(b) => certificate_with(&buckets.keys, p, q, b + 1, None),
+        Boundary::BucketEnd(b) => certificate_with(&keys, p, q, b + 1, None),
         Boundary::Inside(b, len) => {
             // The first `len` tokens of bucket b in (ratio, id) order: those
             // below the first one left out.
             let start = inside.partition_point(|x| x.0 < b);
             let (_, ratio_cut, token_cut) = inside[start + len];
-            certificate_with(&buckets.keys, p, q, b, Some((ratio_cut, token_cut)))
+            certificate_with(&keys, p, q, b, Some((ratio_cut, token_cut)))
         }
     };
-    (best, certificate)
+    (ends.best, certificate)
 }
 
 /// alpha* - 1 for each n, sharing what does not depend on n: the sort
@@ -161,18 +166,19 @@ pub(crate) fn iid_values(p: &[f64], q: &[f64], ns: &[i32]) -> Vec<f64> {
         let sorted = SortedTokens::new(p, q);
         ns.iter().map(|&n| sorted.best_prefix(p, q, n).0).collect()
     } else {
-        let buckets = BucketSums::new(p, q);
-        buckets.best_values(p, q, ns)
+        let (keys, buckets) = BucketSums::of_tokens(p, q);
+        let (ends, union) = buckets.candidate_union(ns);
+        let inside = gather_candidates(&keys, p, q, &union);
+        buckets.best_values(p, q, ns, ends, &inside)
     }
 }
 
 /// A token of a candidate bucket: (bucket, ratio, token).
 type Candidate = (usize, f64, usize);
 
-/// Pass 1 of the bucket selection: each token's bucket and the masses per
-/// bucket and after it.
+/// Pass 1 of the bucket selection: the masses per bucket and after it.
+#[derive(Debug, Clone, PartialEq)]
 struct BucketSums {
-    keys: Vec<u16>,
     bucket_p: Vec<f64>,
     bucket_q: Vec<f64>,
     /// Mass strictly after each bucket, summed directly.
@@ -181,7 +187,8 @@ struct BucketSums {
 }
 
 impl BucketSums {
-    fn new(p: &[f64], q: &[f64]) -> Self {
+    /// Each token's bucket and the sums per bucket.
+    fn of_tokens(p: &[f64], q: &[f64]) -> (Vec<u16>, Self) {
         // The keys in one vectorisable pass, then the sums. Two interleaved
         // accumulators per bucket, because consecutive tokens often share a
         // bucket and one accumulator would serialise on its own stores.
@@ -193,8 +200,13 @@ impl BucketSums {
             sum[lane] += a;
             sum[lane + 1] += b;
         }
-        let bucket_p: Vec<f64> = sums.iter().map(|s| s[0] + s[2]).collect();
-        let bucket_q: Vec<f64> = sums.iter().map(|s| s[1] + s[3]).collect();
+        let bucket_p = sums.iter().map(|s| s[0] + s[2]).collect();
+        let bucket_q = sums.iter().map(|s| s[1] + s[3]).collect();
+        (keys, Self::from_masses(bucket_p, bucket_q))
+    }
+
+    /// The sums after each bucket from the sums per bucket.
+    fn from_masses(bucket_p: Vec<f64>, bucket_q: Vec<f64>) -> Self {
         let mut p_after = vec![0.0; BUCKETS];
         let mut q_after = vec![0.0; BUCKETS];
         for b in (0..BUCKETS - 1).rev() {
@@ -202,7 +214,6 @@ impl BucketSums {
             q_after[b] = q_after[b + 1] + bucket_q[b + 1];
         }
         Self {
-            keys,
             bucket_p,
             bucket_q,
             p_after,
@@ -210,19 +221,9 @@ impl BucketSums {
         }
     }
 
-    /// The least prefix value (alpha - 1), where its prefix ends, and the
-    /// sorted tokens of the candidate buckets (to place an inside cut).
-    fn best_prefix(&self, p: &[f64], q: &[f64], n: i32) -> (f64, Boundary, Vec<Candidate>) {
-        let mut ends = self.bucket_ends(n);
-        let inside = self.candidates(p, q, &ends.candidate);
-        self.refine(p, q, n, &mut ends, &inside);
-        (ends.best, ends.boundary, inside)
-    }
-
-    /// alpha* - 1 for each n: the candidate buckets of all n are gathered
-    /// and sorted in one pass over the vocabulary.
-    fn best_values(&self, p: &[f64], q: &[f64], ns: &[i32]) -> Vec<f64> {
-        let mut ends: Vec<BucketEnds> = ns.iter().map(|&n| self.bucket_ends(n)).collect();
+    /// The bucket ends of each n and the union of their candidate buckets.
+    fn candidate_union(&self, ns: &[i32]) -> (Vec<BucketEnds>, Vec<bool>) {
+        let ends: Vec<BucketEnds> = ns.iter().map(|&n| self.bucket_ends(n)).collect();
         let mut union = vec![false; BUCKETS];
         for e in &ends {
             union
@@ -230,11 +231,23 @@ impl BucketSums {
                 .zip(&e.candidate)
                 .for_each(|(u, &c)| *u |= c);
         }
-        let inside = self.candidates(p, q, &union);
+        (ends, union)
+    }
+
+    /// alpha* - 1 for each n from its bucket ends and the sorted tokens of
+    /// (at least) its candidate buckets.
+    fn best_values(
+        &self,
+        p: &[f64],
+        q: &[f64],
+        ns: &[i32],
+        mut ends: Vec<BucketEnds>,
+        inside: &[Candidate],
+    ) -> Vec<f64> {
         ns.iter()
             .zip(&mut ends)
             .map(|(&n, e)| {
-                self.refine(p, q, n, e, &inside);
+                self.refine(p, q, n, e, inside);
                 e.best
             })
             .collect()
@@ -293,35 +306,6 @@ impl BucketSums {
         }
     }
 
-    /// The tokens of the `candidate` buckets, sorted by (bucket, ratio, id).
-    fn candidates(&self, p: &[f64], q: &[f64], candidate: &[bool]) -> Vec<Candidate> {
-        let keys = &self.keys;
-        // Candidate buckets hold a few hundred tokens of V. Chunks of keys are
-        // first tested against the candidates' index range (a vectorisable
-        // compare); only chunks that touch it are looked at token by token.
-        let first = candidate.iter().position(|&c| c).unwrap_or(BUCKETS);
-        let last = candidate.iter().rposition(|&c| c).unwrap_or(0);
-        let span = last.saturating_sub(first) as u16;
-        let mut inside: Vec<(usize, f64, usize)> = Vec::new();
-        if first <= last {
-            const CHUNK: usize = 16;
-            for (c, chunk) in keys.chunks(CHUNK).enumerate() {
-                if chunk.iter().fold(false, |hit, &k| {
-                    hit | (k.wrapping_sub(first as u16) <= span)
-                }) {
-                    for (i, &k) in chunk.iter().enumerate() {
-                        if candidate[usize::from(k)] {
-                            let t = c * CHUNK + i;
-                            inside.push((usize::from(k), ratio(p[t], q[t]), t));
-                        }
-                    }
-                }
-            }
-        }
-        inside.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
-        inside
-    }
-
     /// Improves `ends` by the cuts inside its candidate buckets.
     fn refine(&self, p: &[f64], q: &[f64], n: i32, ends: &mut BucketEnds, inside: &[Candidate]) {
         let (p_after, q_after) = (&self.p_after, &self.q_after);
@@ -358,6 +342,40 @@ impl BucketSums {
             }
         }
     }
+}
+
+/// The tokens of the `candidate` buckets, sorted by (bucket, ratio, id).
+fn gather_candidates(keys: &[u16], p: &[f64], q: &[f64], candidate: &[bool]) -> Vec<Candidate> {
+    // Candidate buckets hold a few hundred tokens of V. Chunks of keys are
+    // first tested against the candidates' index range (a vectorisable
+    // compare); only chunks that touch it are looked at token by token.
+    let first = candidate.iter().position(|&c| c).unwrap_or(BUCKETS);
+    let last = candidate.iter().rposition(|&c| c).unwrap_or(0);
+    let span = last.saturating_sub(first) as u16;
+    let mut inside: Vec<(usize, f64, usize)> = Vec::new();
+    if first <= last {
+        const CHUNK: usize = 16;
+        for (c, chunk) in keys.chunks(CHUNK).enumerate() {
+            if chunk.iter().fold(false, |hit, &k| {
+                hit | (k.wrapping_sub(first as u16) <= span)
+            }) {
+                for (i, &k) in chunk.iter().enumerate() {
+                    if candidate[usize::from(k)] {
+                        let t = c * CHUNK + i;
+                        inside.push((usize::from(k), ratio(p[t], q[t]), t));
+                    }
+                }
+            }
+        }
+    }
+    sort_candidates(&mut inside);
+    inside
+}
+
+/// Sorts candidates by (bucket, ratio, id): the order the cuts inside a
+/// bucket are taken in.
+fn sort_candidates(inside: &mut [Candidate]) {
+    inside.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
 }
 
 /// The bucket-end pass of one n.
@@ -398,4 +416,128 @@ fn certificate_with(
     }
     out.truncate(kept);
     out
+}
+
+/// How many ratio buckets the bucket selection uses: the layout an
+/// accelerator reproduces to hand its first pass to
+/// [`optimal_acceptance_iid_from_buckets`].
+pub const RATIO_BUCKETS: usize = BUCKETS;
+
+/// The ratio bucket of a token with target mass `p` and draft mass `q`:
+/// non-decreasing in p/q, with p/q read from the exponent and top
+/// mantissa bits of its f64 (2^5 buckets per binary exponent between 2^-64
+/// and 2^64, one below, one above with q = 0).
+pub fn ratio_bucket(p: f64, q: f64) -> usize {
+    usize::from(bucket_of(p, q))
+}
+
+/// Pass 1 of the bucket selection done elsewhere (on a GPU): the p and q
+/// mass of each of the [`RATIO_BUCKETS`] ratio buckets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RatioBucketMasses {
+    sums: BucketSums,
+}
+
+impl RatioBucketMasses {
+    /// The masses per bucket, [`RATIO_BUCKETS`] of each.
+    pub fn new(p: Vec<f64>, q: Vec<f64>) -> Result<Self, BoundError> {
+        for (what, masses) in [("p", &p), ("q", &q)] {
+            if masses.len() != BUCKETS {
+                return Err(BoundError::BucketMasses {
+                    what,
+                    detail: format!("{} buckets, expected {BUCKETS}", masses.len()),
+                });
+            }
+            if let Some((b, &m)) = masses
+                .iter()
+                .enumerate()
+                .find(|(_, m)| !(m.is_finite() && **m >= 0.0))
+            {
+                return Err(BoundError::BucketMasses {
+                    what,
+                    detail: format!("bucket {b} holds {m}"),
+                });
+            }
+        }
+        Ok(Self {
+            sums: BucketSums::from_masses(p, q),
+        })
+    }
+
+    /// Which buckets' tokens [`optimal_acceptance_iid_from_buckets`] needs
+    /// for these n: the buckets whose inside could hold a better cut than
+    /// every bucket end (usually one or two).
+    pub fn candidate_buckets(&self, ns: &[usize]) -> Result<Vec<bool>, BoundError> {
+        Ok(self.sums.candidate_union(&draft_counts(ns)?).1)
+    }
+}
+
+/// alpha* for n i.i.d. drafts at each n of `ns` from the bucket masses and
+/// the tokens of the candidate buckets, given as `(token, bucket)`: the
+/// bucket selection of [`crate::optimal_acceptance_iid_many`] with its
+/// pass over the vocabulary done elsewhere. Every token of every bucket
+/// that [`RatioBucketMasses::candidate_buckets`] marks must be given (others
+/// are ignored); a bucket whose given tokens do not add up to its p mass
+/// (to 1e-9) is an error, not a silent wrong answer.
+pub fn optimal_acceptance_iid_from_buckets(
+    p: &Distribution,
+    q: &Distribution,
+    masses: &RatioBucketMasses,
+    ns: &[usize],
+    candidates: &[(usize, usize)],
+) -> Result<Vec<f64>, BoundError> {
+    crate::check_iid(p, q, ns)?;
+    let counts = draft_counts(ns)?;
+    let (p, q) = (p.probs(), q.probs());
+    let sums = &masses.sums;
+    let (ends, union) = sums.candidate_union(&counts);
+    let mut inside = Vec::with_capacity(candidates.len());
+    let mut found = vec![0.0; BUCKETS];
+    for &(t, b) in candidates {
+        if t >= p.len() || b >= BUCKETS {
+            return Err(BoundError::BucketMasses {
+                what: "candidates",
+                detail: format!(
+                    "token {t} in bucket {b}: {} tokens, {BUCKETS} buckets",
+                    p.len()
+                ),
+            });
+        }
+        if union[b] {
+            found[b] += p[t];
+            inside.push((b, ratio(p[t], q[t]), t));
+        }
+    }
+    if let Some(b) = (0..BUCKETS)
+        .find(|&b| union[b] && (found[b] - sums.bucket_p[b]).abs() > BUCKET_MASS_TOLERANCE)
+    {
+        return Err(BoundError::BucketMasses {
+            what: "candidates",
+            detail: format!(
+                "the tokens given for bucket {b} hold p mass {}, the bucket {}",
+                found[b], sums.bucket_p[b]
+            ),
+        });
+    }
+    sort_candidates(&mut inside);
+    Ok(sums
+        .best_values(p, q, &counts, ends, &inside)
+        .into_iter()
+        .map(|value| 1.0 + value)
+        .collect())
+}
+
+/// How far a candidate bucket's tokens may miss its p mass: sums of the
+/// same numbers in another order, or in fixed point on an accelerator.
+const BUCKET_MASS_TOLERANCE: f64 = 1e-9;
+
+/// The draft counts as the objective's exponents (at least one draft).
+pub(crate) fn draft_counts(ns: &[usize]) -> Result<Vec<i32>, BoundError> {
+    if ns.contains(&0) {
+        return Err(CoreError::NoDrafts.into());
+    }
+    Ok(ns
+        .iter()
+        .map(|&n| i32::try_from(n).unwrap_or(i32::MAX))
+        .collect())
 }

@@ -40,7 +40,10 @@ use mdsd_core::{CoreError, Distribution, DraftScheme, Problem, SchemeKind};
 use rayon::prelude::*;
 use thiserror::Error;
 
-pub use iid::{IidAlgorithm, SELECTION_MIN_VOCAB};
+pub use iid::{
+    IidAlgorithm, RATIO_BUCKETS, RatioBucketMasses, SELECTION_MIN_VOCAB,
+    optimal_acceptance_iid_from_buckets, ratio_bucket,
+};
 pub use independent::INDEPENDENT_SUBSET_LIMIT;
 pub use order::ascending_ratio_order;
 pub use wor::WOR_EXACT_TUPLE_LIMIT;
@@ -64,6 +67,8 @@ pub enum BoundError {
          this instance has {size}; use the max-flow solver (mdsd-flow), which scales in V"
     )]
     TooManyTokens { size: usize, limit: usize },
+    #[error("ratio-bucket {what}: {detail}")]
+    BucketMasses { what: &'static str, detail: String },
 }
 
 /// `alpha - 1 = p(H) - Q(all in H)` from the masses inside and outside H,
@@ -160,14 +165,12 @@ pub fn optimal_acceptance_iid_many(
     ns: &[usize],
 ) -> Result<Vec<f64>, BoundError> {
     check_iid(p, q, ns)?;
-    let ns: Vec<i32> = ns
-        .iter()
-        .map(|&n| i32::try_from(n).unwrap_or(i32::MAX))
-        .collect();
-    Ok(iid::iid_values(p.probs(), q.probs(), &ns)
-        .into_iter()
-        .map(|value| 1.0 + value)
-        .collect())
+    Ok(
+        iid::iid_values(p.probs(), q.probs(), &iid::draft_counts(ns)?)
+            .into_iter()
+            .map(|value| 1.0 + value)
+            .collect(),
+    )
 }
 
 /// alpha* for drafts without replacement, over prefixes of the ascending-p/q

@@ -2,8 +2,9 @@
 //! exact ties in p/q, ratios far outside the bucketed exponent range, zeros.
 
 use mdsd_bounds::{
-    BoundError, IidAlgorithm, SELECTION_MIN_VOCAB, acceptance_upper_bound, optimal_acceptance_iid,
-    optimal_acceptance_iid_many, optimal_acceptance_independent,
+    BoundError, IidAlgorithm, RATIO_BUCKETS, RatioBucketMasses, SELECTION_MIN_VOCAB,
+    acceptance_upper_bound, optimal_acceptance_iid, optimal_acceptance_iid_from_buckets,
+    optimal_acceptance_iid_many, optimal_acceptance_independent, ratio_bucket,
 };
 use mdsd_core::{Distribution, DraftScheme, Problem};
 use proptest::prelude::*;
@@ -69,6 +70,89 @@ proptest! {
             prop_assert!((sort.alpha - alpha).abs() <= 1e-12, "n {} sort {} many {}", n, sort.alpha, alpha);
         }
     }
+}
+
+/// The bucket masses and the candidates' `(token, bucket)` as an
+/// accelerator hands them over: each bucket summed from the last token to
+/// the first (another order than the CPU pass), the candidates unordered.
+fn first_pass_elsewhere(
+    p: &Distribution,
+    q: &Distribution,
+    ns: &[usize],
+) -> (RatioBucketMasses, Vec<(usize, usize)>) {
+    let buckets: Vec<usize> = p
+        .probs()
+        .iter()
+        .zip(q.probs())
+        .map(|(&a, &b)| ratio_bucket(a, b))
+        .collect();
+    let (mut mass_p, mut mass_q) = (vec![0.0; RATIO_BUCKETS], vec![0.0; RATIO_BUCKETS]);
+    for (t, &b) in buckets.iter().enumerate().rev() {
+        mass_p[b] += p.probs()[t];
+        mass_q[b] += q.probs()[t];
+    }
+    let masses = RatioBucketMasses::new(mass_p, mass_q).unwrap();
+    let wanted = masses.candidate_buckets(ns).unwrap();
+    let candidates = buckets
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|&(_, &b)| wanted[b])
+        .map(|(t, &b)| (t, b))
+        .collect();
+    (masses, candidates)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// The bucket selection with its first pass done elsewhere against the
+    /// full sort.
+    #[test]
+    fn first_pass_elsewhere_matches_sort(
+        (p, q) in prop_oneof![adversarial(), adversarial_of(SELECTION_MIN_VOCAB..SELECTION_MIN_VOCAB + 2000)],
+        ns in prop::collection::vec(1usize..17, 1..9),
+    ) {
+        let (masses, candidates) = first_pass_elsewhere(&p, &q, &ns);
+        let alphas = optimal_acceptance_iid_from_buckets(&p, &q, &masses, &ns, &candidates).unwrap();
+        for (&n, &alpha) in ns.iter().zip(&alphas) {
+            let sort = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Sort).unwrap();
+            prop_assert!((sort.alpha - alpha).abs() <= 1e-12, "n {} sort {} from buckets {}", n, sort.alpha, alpha);
+        }
+    }
+}
+
+#[test]
+fn first_pass_elsewhere_refuses_wrong_layouts_and_missing_tokens() {
+    let p = normalised((1..=5000).map(|i| f64::from(i % 97 + 1)).collect());
+    let q = normalised((1..=5000).map(|i| f64::from(i % 89 + 1)).collect());
+    let ns = [1, 4];
+    let short = RatioBucketMasses::new(vec![0.0; 3], vec![0.0; RATIO_BUCKETS]).unwrap_err();
+    assert!(short.to_string().contains("3 buckets"), "{short}");
+    let mut negative = vec![0.0; RATIO_BUCKETS];
+    negative[7] = -1.0;
+    let negative = RatioBucketMasses::new(vec![0.0; RATIO_BUCKETS], negative).unwrap_err();
+    assert!(
+        negative.to_string().contains("bucket 7 holds -1"),
+        "{negative}"
+    );
+
+    let (masses, mut candidates) = first_pass_elsewhere(&p, &q, &ns);
+    assert!(!candidates.is_empty());
+    let (_, bucket) = candidates.pop().unwrap();
+    let missing =
+        optimal_acceptance_iid_from_buckets(&p, &q, &masses, &ns, &candidates).unwrap_err();
+    assert!(
+        missing.to_string().contains(&format!("bucket {bucket}")),
+        "{missing}"
+    );
+    let out_of_range =
+        optimal_acceptance_iid_from_buckets(&p, &q, &masses, &ns, &[(5000, 0)]).unwrap_err();
+    assert!(
+        out_of_range.to_string().contains("token 5000"),
+        "{out_of_range}"
+    );
+    assert!(optimal_acceptance_iid_from_buckets(&p, &q, &masses, &[0], &[]).is_err());
 }
 
 #[test]
