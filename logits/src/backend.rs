@@ -121,6 +121,20 @@ pub(crate) fn check_batch(target: &Matrix, draft: &Matrix) -> Result<(), LogitsE
     Ok(())
 }
 
+/// Row `r` of `what` (target or draft) as a validated, renormalised
+/// distribution.
+pub(crate) fn row_distribution(
+    what: &'static str,
+    r: usize,
+    row: &[f64],
+) -> Result<Distribution, LogitsError> {
+    Distribution::from_probs(row).map_err(|source| LogitsError::InvalidRow {
+        what,
+        row: r,
+        source,
+    })
+}
+
 /// `solve(row, p, q)` on rayon's pool for each row, as a `rows x ns.len()`
 /// matrix.
 fn per_row(
@@ -130,20 +144,13 @@ fn per_row(
     solve: impl Fn(usize, Distribution, Distribution) -> Result<Vec<f64>, LogitsError> + Sync,
 ) -> Result<Matrix, LogitsError> {
     check_batch(target, draft)?;
-    let distribution = |what, r: usize, row: &[f64]| {
-        Distribution::from_probs(row).map_err(|source| LogitsError::InvalidRow {
-            what,
-            row: r,
-            source,
-        })
-    };
     let out = (0..target.rows())
         .into_par_iter()
         .map(|r| {
             solve(
                 r,
-                distribution("target", r, target.row(r))?,
-                distribution("draft", r, draft.row(r))?,
+                row_distribution("target", r, target.row(r))?,
+                row_distribution("draft", r, draft.row(r))?,
             )
         })
         .collect::<Result<Vec<_>, _>>()?;

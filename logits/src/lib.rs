@@ -27,12 +27,14 @@
 
 mod backend;
 mod error;
+mod gpu;
 mod read;
 mod rows;
 mod sample;
 
 pub use backend::{Backend, CpuBackend};
 pub use error::LogitsError;
+pub use gpu::WgpuBackend;
 pub use mdsd_core::Transform;
 pub use read::{
     DRAFT_NAMES, PROBABILITY_SUM_TOLERANCE, ReadOptions, TARGET_NAMES, read_pairs,
