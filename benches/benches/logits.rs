@@ -1,13 +1,15 @@
 //! mdsd-logits' backends over 64 real rows at V = 151936 (`../shared/data`
 //! when present, else the repository's 8 rows repeated): alpha* for 8
-//! values of n (throughput = rows per second), against one n at a time
-//! through `optimal_acceptance_iid` in the same run; and the softmax of
-//! logits (log p). `cargo bench -p mdsd-benches --bench logits`.
+//! values of n (throughput = rows per second), CPU backend and GPU backend
+//! (when wgpu finds an f64 adapter; on lavapipe that is a CPU too, so its
+//! figure is no GPU's) against one n at a time through
+//! `optimal_acceptance_iid` in the same run; and the softmax of logits
+//! (log p) on both. `cargo bench -p mdsd-benches --bench logits`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mdsd_bounds::{IidAlgorithm, optimal_acceptance_iid};
 use mdsd_core::{Distribution, Transform};
-use mdsd_logits::{Backend, CpuBackend, Matrix, Values};
+use mdsd_logits::{Backend, CpuBackend, Matrix, Values, WgpuBackend};
 use rayon::prelude::*;
 
 const ROWS: usize = 64;
@@ -23,20 +25,36 @@ fn matrix(rows: &[&Distribution]) -> Matrix {
     Matrix::from_rows(&rows).expect("rows of one vocabulary")
 }
 
+/// The backends to compare: the CPU, and the GPU when there is one.
+fn backends_here() -> Vec<Box<dyn Backend>> {
+    let mut backends: Vec<Box<dyn Backend>> = vec![Box::new(CpuBackend)];
+    match WgpuBackend::new() {
+        Ok(gpu) => {
+            eprintln!("GPU backend on {}", gpu.adapter());
+            backends.push(Box::new(gpu));
+        }
+        Err(e) => eprintln!("GPU backend not measured: {e}"),
+    }
+    backends
+}
+
 fn backends(c: &mut Criterion) {
+    let backends = backends_here();
     let pairs = rows();
     let target = matrix(&pairs.iter().map(|(p, _)| p).collect::<Vec<_>>());
     let draft = matrix(&pairs.iter().map(|(_, q)| q).collect::<Vec<_>>());
     let mut group = c.benchmark_group("logits/iid alpha* x 8 n");
     group.throughput(Throughput::Elements(ROWS as u64));
     group.sample_size(20);
-    group.bench_function("cpu backend", |b| {
-        b.iter(|| {
-            CpuBackend
-                .optimal_acceptance_iid(&target, &draft, &NS)
-                .unwrap()
-        })
-    });
+    for backend in &backends {
+        group.bench_function(format!("{} backend", backend.name()), |b| {
+            b.iter(|| {
+                backend
+                    .optimal_acceptance_iid(&target, &draft, &NS)
+                    .unwrap()
+            })
+        });
+    }
     group.bench_function("baseline: one n at a time", |b| {
         b.iter(|| {
             pairs
@@ -63,13 +81,15 @@ fn backends(c: &mut Criterion) {
     let mut group = c.benchmark_group("logits/softmax");
     group.throughput(Throughput::Elements(ROWS as u64));
     group.sample_size(20);
-    group.bench_function("cpu backend", |b| {
-        b.iter(|| {
-            CpuBackend
-                .distributions(&logits, Values::Logits, &Transform::default())
-                .unwrap()
-        })
-    });
+    for backend in &backends {
+        group.bench_function(format!("{} backend", backend.name()), |b| {
+            b.iter(|| {
+                backend
+                    .distributions(&logits, Values::Logits, &Transform::default())
+                    .unwrap()
+            })
+        });
+    }
     group.finish();
 }
 

@@ -198,3 +198,38 @@ fn bad_arguments_give_one_line_errors() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// `--backend gpu` gives the CPU's numbers; without a usable adapter (here
+/// forced by asking wgpu for GL only, which has no f64) it warns and runs
+/// on the CPU.
+#[test]
+fn gpu_backend_matches_the_cpu_or_falls_back_with_a_warning() {
+    let args = ["eval", "--json", "--rows", "6", "--schemes", "iid,wor"];
+    let cpu = json(&args);
+    let gpu = json(&[&args[..], &["--backend", "gpu"]].concat());
+    if std::env::var("MDSD_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+        assert_eq!(gpu["backend"], "gpu");
+    }
+    for scheme in ["iid", "wor"] {
+        for n in [1, 2, 4, 8] {
+            let (a, b) = (mean_alpha(&cpu, scheme, n), mean_alpha(&gpu, scheme, n));
+            assert!((a - b).abs() <= 1e-12, "{scheme} n = {n}: cpu {a} gpu {b}");
+        }
+    }
+
+    let out = Command::new(env!("CARGO_BIN_EXE_mdsd"))
+        .args([&args[..], &["--backend", "gpu"]].concat())
+        .env("WGPU_BACKEND", "gl")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: GPU backend unavailable")
+            && stderr.contains("running on the CPU"),
+        "{stderr}"
+    );
+    let fallback: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(fallback["backend"], "cpu");
+    assert_eq!(fallback["aggregate"], cpu["aggregate"]);
+}

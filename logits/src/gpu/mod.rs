@@ -81,10 +81,21 @@ impl WgpuBackend {
         let info = adapter.get_info();
         let name = format!("{} ({:?})", info.name, info.backend);
         let needed = wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64;
-        let missing = needed - adapter.features();
+        let missing: Vec<&str> = [
+            (wgpu::Features::SHADER_F64, "64-bit floats (SHADER_F64)"),
+            (
+                wgpu::Features::SHADER_INT64,
+                "64-bit integers (SHADER_INT64)",
+            ),
+        ]
+        .into_iter()
+        .filter(|&(feature, _)| !adapter.features().contains(feature))
+        .map(|(_, what)| what)
+        .collect();
         if !missing.is_empty() {
             return Err(LogitsError::Gpu(format!(
-                "adapter {name} lacks {missing:?}; the GPU backend computes in f64"
+                "adapter {name} has no {} in shaders, which the GPU backend computes with",
+                missing.join(" and ")
             )));
         }
         let limits = adapter.limits();

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mdsd::logits::{
-    Backend, CpuBackend, Layout, Matrix, Pairs, ReadOptions, Values, builtin_sample, read_pairs,
+    Backend, CpuBackend, Layout, Matrix, Pairs, ReadOptions, Values, WgpuBackend, builtin_sample,
+    read_pairs,
 };
 use mdsd::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind, Transform};
 use rayon::prelude::*;
@@ -75,6 +76,23 @@ pub struct EvalArgs {
 enum BackendArg {
     /// rayon over rows.
     Cpu,
+    /// WGSL compute shaders through wgpu (Vulkan, DX12; f64 needed): falls
+    /// back to the CPU, with a warning, when no such adapter is found.
+    Gpu,
+}
+
+/// The backend `--backend` asks for, or the CPU when the GPU cannot run.
+fn backend(choice: BackendArg) -> Box<dyn Backend> {
+    match choice {
+        BackendArg::Cpu => Box::new(CpuBackend),
+        BackendArg::Gpu => match WgpuBackend::new() {
+            Ok(gpu) => Box::new(gpu),
+            Err(e) => {
+                eprintln!("warning: {e}; running on the CPU instead");
+                Box::new(CpuBackend)
+            }
+        },
+    }
 }
 
 /// alpha* of one scheme: `rows x ns`.
@@ -127,7 +145,7 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
     if let Some(rows) = args.rows {
         pairs = pairs.head(rows);
     }
-    let backend = CpuBackend;
+    let backend = backend(args.backend);
     let transform = Transform {
         temperature: args.temperature,
         top_k: args.top_k,
