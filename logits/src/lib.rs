@@ -5,9 +5,11 @@
 //! rows of probabilities or logits in float16, bfloat16, float32 or
 //! float64, and the sparse-with-tail format of `../shared/data`), and
 //! batched backends behind one trait, [`Backend`]: [`CpuBackend`] on
-//! rayon's pool. Entry points: [`read_pairs`], [`builtin_sample`], and the
-//! backend's methods. Row transforms (temperature, top-k, top-p) are
-//! mdsd-core's [`Transform`].
+//! rayon's pool and [`WgpuBackend`], WGSL compute shaders in f64 through
+//! wgpu (a [`LogitsError::Gpu`] when no adapter can run them). Entry
+//! points: [`read_pairs`], [`builtin_sample`], and the backend's methods.
+//! Row transforms (temperature, top-k, top-p) are mdsd-core's
+//! [`Transform`].
 //!
 //! ```
 //! use mdsd_core::Transform;
