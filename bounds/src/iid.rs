@@ -375,7 +375,10 @@ fn gather_candidates(keys: &[u16], p: &[f64], q: &[f64], candidate: &[bool]) -> 
 /// Sorts candidates by (bucket, ratio, id): the order the cuts inside a
 /// bucket are taken in.
 fn sort_candidates(inside: &mut [Candidate]) {
-    inside.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
+    // Ratios are non-negative (or +inf), whose bit patterns order as their
+    // values: integer keys instead of float comparisons. `abs` makes the
+    // -0.0 of a p = -0.0 entry (valid input) the +0.0 it equals.
+    inside.sort_unstable_by_key(|&(bucket, ratio, token)| (bucket, ratio.abs().to_bits(), token));
 }
 
 /// The bucket-end pass of one n.

@@ -178,3 +178,28 @@ fn independent_subset_search_refuses_large_instances() {
     );
     assert!(err.to_string().contains("mdsd-flow"));
 }
+
+/// `-0.0` is a valid zero: the selection must order it as the 0 it is.
+#[test]
+fn negative_zero_entries_order_as_zero() {
+    let v = SELECTION_MIN_VOCAB + 1000;
+    let mut p: Vec<f64> = (0..v).map(|i| f64::from((i % 13) as u32 + 1)).collect();
+    let q: Vec<f64> = (0..v).map(|i| f64::from((i % 7) as u32 + 1)).collect();
+    let total: f64 = p.iter().sum();
+    p.iter_mut().for_each(|x| *x /= total);
+    for i in (0..v).step_by(5) {
+        p[i] = -0.0;
+    }
+    let total: f64 = p.iter().sum();
+    let p = Distribution::from_probs(p.iter().map(|x| x / total).collect::<Vec<_>>()).unwrap();
+    let q = normalised(q);
+    let many = optimal_acceptance_iid_many(&p, &q, &[1, 2, 4, 8]).unwrap();
+    for (&n, &alpha) in [1, 2, 4, 8].iter().zip(&many) {
+        let sort = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Sort).unwrap();
+        assert!(
+            (sort.alpha - alpha).abs() <= 1e-12,
+            "n {n}: sort {} many {alpha}",
+            sort.alpha
+        );
+    }
+}
