@@ -59,6 +59,12 @@ pub enum CoreError {
     UnknownScheme(String),
     #[error("token {token} is out of range for a vocabulary of {vocab_size} tokens")]
     TokenOutOfRange { token: usize, vocab_size: usize },
+    #[error("a block needs a depth of at least 1 draft token")]
+    ZeroDepth,
+    #[error(
+        "blocks of depth {depth} need laws after prefixes of up to {depth} tokens, but the context model has them up to {max}"
+    )]
+    DepthBeyondModel { depth: usize, max: usize },
     #[error("{what} has {size} elements, above the limit of {limit}; {suggestion}")]
     TooLarge {
         what: &'static str,

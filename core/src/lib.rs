@@ -21,12 +21,17 @@
 //! # Ok::<(), mdsd_core::CoreError>(())
 //! ```
 
+mod context;
 mod coupling;
 mod distribution;
 mod error;
 mod problem;
 mod scheme;
 
+pub use context::{
+    ContextIndependent, ContextModel, MarkovModel, PositionalRows, check_depth, check_tokens,
+    draft_paths,
+};
 pub use coupling::{Accepted, complete_plan, min_cut_certificate};
 pub use distribution::{Distribution, SUM_TOLERANCE, Transform};
 pub use error::CoreError;

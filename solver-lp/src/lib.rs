@@ -29,7 +29,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod block;
 mod program;
+
+pub use block::BlockLpSolution;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -100,6 +103,14 @@ pub enum LpError {
         variables: u128,
         limit: usize,
     },
+    #[error(
+        "the block LP needs {size} variables, path tuples or output sequences, above the budget \
+         of {limit}; block verification and GBV (mdsd-verify, `mdsd block --methods bv,gbv`) \
+         scale to any vocabulary and depth"
+    )]
+    BlockTooLarge { size: u128, limit: usize },
+    #[error("the {backend} solver failed on the block LP: {message}")]
+    BlockSolver { backend: LpBackend, message: String },
     #[error("the {backend} solver failed on the {formulation} LP: {message}")]
     Solver {
         backend: LpBackend,
@@ -199,16 +210,20 @@ impl LpSolver {
     }
 
     fn run(&self, lp: &LinearProgram) -> Result<Vec<f64>, LpError> {
-        let result = match self.backend {
-            LpBackend::Microlp => lp.solve_with(good_lp::microlp),
-            #[cfg(feature = "highs")]
-            LpBackend::Highs => lp.solve_with(good_lp::highs),
-        };
-        result.map_err(|e| LpError::Solver {
+        self.run_with_backend(lp).map_err(|e| LpError::Solver {
             backend: self.backend,
             formulation: self.formulation,
             message: e,
         })
+    }
+
+    /// The variable values from the chosen backend, or its error message.
+    fn run_with_backend(&self, lp: &LinearProgram) -> Result<Vec<f64>, String> {
+        match self.backend {
+            LpBackend::Microlp => lp.solve_with(good_lp::microlp),
+            #[cfg(feature = "highs")]
+            LpBackend::Highs => lp.solve_with(good_lp::highs),
+        }
     }
 
     /// The solution, with the status measured on the returned plan.
@@ -258,7 +273,7 @@ impl LpSolver {
             lp.objective.extend(
                 (0..s)
                     .filter(|&j| tuple.contains(&support[j]))
-                    .map(|j| var(i, j)),
+                    .map(|j| (var(i, j), 1.0)),
             );
         }
         // The rows sum to the same total as the columns: drop the last column.
@@ -270,7 +285,7 @@ impl LpSolver {
             );
         }
         let x = self.run(&lp)?;
-        let alpha: f64 = lp.objective.iter().map(|&k| x[k].max(0.0)).sum();
+        let alpha: f64 = lp.objective.iter().map(|&(k, _)| x[k].max(0.0)).sum();
 
         let accepted: Accepted = tuples
             .outcomes
@@ -361,7 +376,7 @@ impl LpSolver {
         }
         let mut lp = LinearProgram {
             variables: pairs.len(),
-            objective: (0..pairs.len()).collect(),
+            objective: (0..pairs.len()).map(|k| (k, 1.0)).collect(),
             ..Default::default()
         };
         let mut by_source = vec![Vec::new(); sources.len()];

@@ -1,5 +1,5 @@
-//! A backend-neutral sparse LP (all coefficients 1, variables >= 0) and the
-//! one function that hands it to a good_lp solver.
+//! A backend-neutral sparse LP (variables >= 0) and the one function that
+//! hands it to a good_lp solver.
 
 use good_lp::{Expression, ProblemVariables, Solution, SolverModel, variable};
 
@@ -9,25 +9,36 @@ pub(crate) enum RowKind {
     AtMost,
 }
 
-/// `Σ x[vars] (= or <=) rhs`.
+/// `Σ c x[var] over terms (var, c), (= or <=) rhs`.
 #[derive(Debug, Clone)]
 pub(crate) struct Row {
-    pub vars: Vec<usize>,
+    pub terms: Vec<(usize, f64)>,
     pub kind: RowKind,
     pub rhs: f64,
 }
 
-/// maximise `Σ x[objective]` subject to `rows`, `x >= 0`.
+/// maximise `Σ c x[var]` over the objective's terms subject to `rows`,
+/// `x >= 0`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LinearProgram {
     pub variables: usize,
-    pub objective: Vec<usize>,
+    pub objective: Vec<(usize, f64)>,
     pub rows: Vec<Row>,
 }
 
 impl LinearProgram {
+    /// `Σ x[vars] (= or <=) rhs`: all coefficients 1.
     pub(crate) fn row(&mut self, vars: Vec<usize>, kind: RowKind, rhs: f64) {
-        self.rows.push(Row { vars, kind, rhs });
+        self.weighted_row(vars.into_iter().map(|i| (i, 1.0)).collect(), kind, rhs);
+    }
+
+    pub(crate) fn weighted_row(&mut self, terms: Vec<(usize, f64)>, kind: RowKind, rhs: f64) {
+        self.rows.push(Row { terms, kind, rhs });
+    }
+
+    /// The objective at `x`.
+    pub(crate) fn value(&self, x: &[f64]) -> f64 {
+        self.objective.iter().map(|&(i, c)| c * x[i]).sum()
     }
 
     /// Solves with any good_lp solver and returns the variable values, or the
@@ -39,10 +50,10 @@ impl LinearProgram {
     {
         let mut vars = ProblemVariables::new();
         let x = vars.add_vector(variable().min(0.0), self.variables);
-        let objective: Expression = self.objective.iter().map(|&i| x[i]).sum();
+        let objective: Expression = self.objective.iter().map(|&(i, c)| c * x[i]).sum();
         let mut model = vars.maximise(objective).using(solver);
         for row in &self.rows {
-            let lhs: Expression = row.vars.iter().map(|&i| x[i]).sum();
+            let lhs: Expression = row.terms.iter().map(|&(i, c)| c * x[i]).sum();
             model = model.with(match row.kind {
                 RowKind::Equal => good_lp::constraint::eq(lhs, row.rhs),
                 RowKind::AtMost => good_lp::constraint::leq(lhs, row.rhs),

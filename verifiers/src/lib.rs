@@ -50,6 +50,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod block;
 mod khisti;
 mod methods;
 mod residual;
@@ -98,6 +99,8 @@ pub enum VerifyError {
     },
     #[error("expected {expected} drafts, got {found}")]
     DraftCount { expected: usize, found: usize },
+    #[error("a draft path has {found} tokens; the block depth is {expected}")]
+    PathLength { expected: usize, found: usize },
     #[error("draft token {token} is out of range for a vocabulary of {vocab_size}")]
     TokenOutOfRange { token: usize, vocab_size: usize },
     #[error("drafts {0:?} have probability 0 under this draft scheme")]

@@ -88,7 +88,7 @@ pub fn sampled(
 /// expected count below 5 are lumped into one bin (merged into the smallest
 /// bin if even that is below 5). An output of a token with p = 0 is an
 /// infinite statistic and p-value 0.
-fn chi_square(counts: &HashMap<usize, u64>, p: &[f64], draws: u64) -> (f64, usize, f64) {
+pub(crate) fn chi_square(counts: &HashMap<usize, u64>, p: &[f64], draws: u64) -> (f64, usize, f64) {
     let n = draws as f64;
     if counts.keys().any(|&y| p[y] == 0.0) {
         return (f64::INFINITY, 0, 0.0);

@@ -1,0 +1,125 @@
+//! Tree composition of a token-level verifier: walk down the draft tree,
+//! and at each node apply the verifier to the next tokens of the paths
+//! through it (m i.i.d. draws from q(. | node), m >= 1). An output among
+//! them moves to that child with the paths that continue with it; any
+//! other output is the correction. At depth L the correction is drawn from
+//! p. Lossless whenever the token-level verifier is, since given the node
+//! and m the next tokens are i.i.d. from q(. | node), whatever happened
+//! above.
+
+use mdsd_core::{ContextModel, DraftScheme, Problem, sample_index};
+use rand::RngCore;
+
+use super::path::push_corrections;
+use super::{Block, BlockLaw, BlockVerifier};
+use crate::{Verifier, VerifyError, prepare};
+
+/// A token-level verifier (by its registered name) composed over the tree.
+pub struct Composed<'m> {
+    verifier: &'static str,
+    block: Block<'m>,
+}
+
+impl<'m> Composed<'m> {
+    /// `verifier` is a registered token-level verifier for iid drafts
+    /// ([`prepare_block`](super::prepare_block) checks it).
+    pub fn new(
+        verifier: &'static str,
+        model: &'m dyn ContextModel,
+        depth: usize,
+    ) -> Result<Self, VerifyError> {
+        let block = Block::new(model, depth)?;
+        crate::require(verifier, mdsd_core::SchemeKind::Iid)?;
+        Ok(Self { verifier, block })
+    }
+
+    /// The token-level verifier at `prefix` for `m` drafts.
+    fn at(&self, prefix: &[usize], m: usize) -> Result<Box<dyn Verifier>, VerifyError> {
+        let context = self.block.model.context(prefix);
+        let problem = Problem::new(
+            self.block.model.target(context).clone(),
+            DraftScheme::iid(self.block.model.draft(context).clone(), m)?,
+        )?;
+        prepare(self.verifier, &problem)
+    }
+
+    /// Adds the outputs below the node `prefix`, reached with `mass` by the
+    /// paths `alive`.
+    fn walk(
+        &self,
+        paths: &[Vec<usize>],
+        alive: &[usize],
+        prefix: &mut Vec<usize>,
+        mass: f64,
+        out: &mut BlockLaw,
+    ) -> Result<(), VerifyError> {
+        let d = prefix.len();
+        if d == self.block.depth {
+            let p = self
+                .block
+                .model
+                .target(self.block.model.context(prefix))
+                .probs();
+            push_corrections(out, prefix, mass, p);
+            return Ok(());
+        }
+        let drafts: Vec<usize> = alive.iter().map(|&i| paths[i][d]).collect();
+        for (y, w) in self.at(prefix, drafts.len())?.conditional(&drafts)? {
+            if drafts.contains(&y) {
+                let next: Vec<usize> = alive
+                    .iter()
+                    .copied()
+                    .filter(|&i| paths[i][d] == y)
+                    .collect();
+                prefix.push(y);
+                self.walk(paths, &next, prefix, mass * w, out)?;
+                prefix.pop();
+            } else {
+                let mut seq = prefix.clone();
+                seq.push(y);
+                out.push((seq, mass * w));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl BlockVerifier for Composed<'_> {
+    fn name(&self) -> &str {
+        self.verifier
+    }
+    fn law(&self, paths: &[Vec<usize>]) -> Result<BlockLaw, VerifyError> {
+        self.block.check(paths)?;
+        let mut out = Vec::new();
+        let alive: Vec<usize> = (0..paths.len()).collect();
+        self.walk(paths, &alive, &mut Vec::new(), 1.0, &mut out)?;
+        Ok(out)
+    }
+    fn sample(
+        &self,
+        paths: &[Vec<usize>],
+        rng: &mut dyn RngCore,
+    ) -> Result<Vec<usize>, VerifyError> {
+        self.block.check(paths)?;
+        let mut alive: Vec<usize> = (0..paths.len()).collect();
+        let mut out = Vec::with_capacity(self.block.depth + 1);
+        while out.len() < self.block.depth {
+            let d = out.len();
+            let drafts: Vec<usize> = alive.iter().map(|&i| paths[i][d]).collect();
+            let y = self.at(&out, drafts.len())?.sample(&drafts, rng)?;
+            out.push(y);
+            if !drafts.contains(&y) {
+                return Ok(out);
+            }
+            alive.retain(|&i| paths[i][d] == y);
+        }
+        out.push(sample_index(
+            self.block
+                .model
+                .target(self.block.model.context(&out))
+                .probs(),
+            rng,
+        ));
+        Ok(out)
+    }
+}
