@@ -75,7 +75,7 @@ const CUT_TOLERANCE: f64 = 1e-7;
 /// side of a minimum cut, so `p(H) + 1 - Q(all drafts in H) = alpha`. Every
 /// set's value is an upper bound on alpha* (LP duality), so the smallest
 /// over the thresholds is kept. Returns `None` when even that misses `alpha`
-/// by more than [`CUT_TOLERANCE`]: an unverified certificate is never reported.
+/// by more than `CUT_TOLERANCE` (1e-7): an unverified certificate is never reported.
 pub fn min_cut_certificate(
     sets: &DraftLaw,
     p: &[f64],

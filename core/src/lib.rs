@@ -5,8 +5,10 @@
 //! [`Transform`]), the five draft schemes ([`DraftScheme`]: iid, without
 //! replacement, independent, greedy, SpecHub's hub) with their exact laws over ordered tuples
 //! and sets and seeded sampling, the [`Problem`] every solver takes, and the
-//! [`Plan`] (a verifier as an explicit conditional law) exact solvers return.
-//! The mathematics is in `DESIGN.md` §3.
+//! [`Plan`] (a verifier as an explicit conditional law) exact solvers return,
+//! and for blocks of draft tokens the [`ContextModel`]s (laws as functions of
+//! the prefix: [`ContextIndependent`], [`PositionalRows`], random
+//! [`MarkovModel`]s). The mathematics is in `DESIGN.md` §3 and §6.
 //!
 //! ```
 //! use mdsd_core::{Distribution, DraftScheme, DEFAULT_ENUMERATION_LIMIT};
@@ -38,5 +40,5 @@ pub use error::CoreError;
 pub use problem::{Plan, Problem};
 pub use scheme::{
     CumulativeDistribution, DEFAULT_ENUMERATION_LIMIT, DraftLaw, DraftSampler, DraftScheme,
-    SchemeKind, sample_index, token_set,
+    SchemeKind, sample_index, sample_index_of_total, token_set,
 };

@@ -588,9 +588,19 @@ pub fn token_set(tuple: &[usize]) -> Vec<usize> {
 /// not all zero). Never returns an index of zero weight.
 pub fn sample_index<R: Rng + ?Sized>(weights: &[f64], rng: &mut R) -> usize {
     let total: f64 = weights.iter().sum();
+    sample_index_of_total(weights.iter().copied(), total, rng)
+}
+
+/// [`sample_index`] for weights produced on the fly whose sum `total`
+/// (positive) is known: one pass, nothing stored.
+pub fn sample_index_of_total<R: Rng + ?Sized>(
+    weights: impl IntoIterator<Item = f64>,
+    total: f64,
+    rng: &mut R,
+) -> usize {
     let mut u = rng.random::<f64>() * total;
     let mut last_positive = 0;
-    for (i, &w) in weights.iter().enumerate() {
+    for (i, w) in weights.into_iter().enumerate() {
         if w > 0.0 {
             if u < w {
                 return i;

@@ -59,19 +59,14 @@ impl Backend for CpuBackend {
         let out = (0..rows.rows())
             .into_par_iter()
             .map(|r| {
-                let row = rows.row(r);
-                match values {
-                    Values::Probabilities => {
-                        Distribution::from_probs(row).and_then(|d| transform.apply(&d))
-                    }
-                    Values::Logits => transform.apply_to_logits(row),
-                }
-                .map(|d| d.probs().to_vec())
-                .map_err(|source| LogitsError::InvalidRow {
-                    what: "input",
-                    row: r,
-                    source,
-                })
+                values
+                    .distribution(rows.row(r), transform)
+                    .map(|d| d.probs().to_vec())
+                    .map_err(|source| LogitsError::InvalidRow {
+                        what: "input",
+                        row: r,
+                        source,
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         Matrix::new(rows.rows(), rows.cols(), out.concat())

@@ -62,6 +62,12 @@ pub enum LogitsError {
         row: usize,
         sum: f64,
     },
+    #[error("{path}: rows {rows:?} are not all among its {available} rows")]
+    RowRange {
+        path: String,
+        rows: std::ops::Range<usize>,
+        available: usize,
+    },
     #[error("{what} row {row}: {source}")]
     InvalidRow {
         what: &'static str,

@@ -1,5 +1,9 @@
 //! Rows of numbers and what they hold.
 
+use std::ops::Range;
+
+use mdsd_core::{CoreError, Distribution, PositionalRows, Transform};
+
 use crate::LogitsError;
 
 /// Row-major rows of equal length, in f64 whatever the file held.
@@ -73,6 +77,23 @@ pub enum Values {
     Logits,
 }
 
+impl Values {
+    /// One row as a distribution after `transform`: probabilities
+    /// renormalised in f64, logits through mdsd-core's stable softmax.
+    pub fn distribution(
+        self,
+        row: &[f64],
+        transform: &Transform,
+    ) -> Result<Distribution, CoreError> {
+        match self {
+            Values::Probabilities => {
+                Distribution::from_probs(row).and_then(|d| transform.apply(&d))
+            }
+            Values::Logits => transform.apply_to_logits(row),
+        }
+    }
+}
+
 /// How a file laid out its rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
@@ -120,5 +141,42 @@ impl Pairs {
             draft: keep(&self.draft),
             ..self.clone()
         }
+    }
+
+    /// Rows `rows` as a context model whose laws depend on the position
+    /// only: after d tokens, row `rows.start + d` of target and draft. The
+    /// adapter that lets block verification run over a logit dump (DESIGN
+    /// §6); a model backend would supply real prefix-dependent laws instead.
+    pub fn context_model(
+        &self,
+        rows: Range<usize>,
+        transform: &Transform,
+    ) -> Result<PositionalRows, LogitsError> {
+        if rows.is_empty() || rows.end > self.rows() {
+            return Err(LogitsError::RowRange {
+                path: self.source.clone(),
+                rows,
+                available: self.rows(),
+            });
+        }
+        let laws = |what: &'static str, m: &Matrix| {
+            rows.clone()
+                .map(|r| {
+                    self.values
+                        .distribution(m.row(r), transform)
+                        .map_err(|source| LogitsError::InvalidRow {
+                            what,
+                            row: r,
+                            source,
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let model = PositionalRows::new(laws("target", &self.target)?, laws("draft", &self.draft)?);
+        model.map_err(|source| LogitsError::InvalidRow {
+            what: "target and draft",
+            row: rows.start,
+            source,
+        })
     }
 }

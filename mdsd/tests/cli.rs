@@ -1,8 +1,9 @@
 //! The `mdsd` binary end to end: inputs, JSON shape, agreement with the
 //! library, and one-line errors for bad input.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use mdsd::{
     Distribution, DraftScheme, IidAlgorithm, LpSolver, Problem, SchemeKind, optimal_acceptance,
@@ -11,23 +12,7 @@ use ndarray::{Array2, Array3, array};
 use ndarray_npy::{NpzReader, WriteNpyExt};
 use serde_json::Value;
 
-fn mdsd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mdsd"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// Runs a command that must succeed and print one JSON document.
-fn json(args: &[&str]) -> Value {
-    let out = mdsd(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is exactly one JSON document")
-}
+use common::{json, mdsd};
 
 fn write_npy<A: WriteNpyExt>(dir: &Path, name: &str, array: &A) -> String {
     let path = dir.join(name);

@@ -1,27 +1,14 @@
 //! `mdsd eval` end to end: the built-in sample's report, files in --out,
 //! agreement with per-row `mdsd bound`, and one-line errors.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-fn mdsd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mdsd"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = mdsd(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is exactly one JSON document")
-}
+use common::{json, mdsd};
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -25,7 +25,7 @@ use crate::{LpBackend, LpError, LpSolver};
 /// The optimum of the K-path block LP.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlockLpSolution {
-    /// The largest E[tau] of a lossless verifier of K paths.
+    /// The largest E(tau) of a lossless verifier of K paths.
     pub expected_accepted: f64,
     pub backend: LpBackend,
     pub variables: usize,

@@ -10,9 +10,13 @@
 //!   the draft set S, rows <= p, columns <= Q(S); the plan is completed by
 //!   the independent residual. Same value, far fewer variables.
 //!
-//! Both return alpha*, the plan pi(y | outcome), the certificate H* read off
-//! a minimum cut of the optimal flow (when it verifies), and the solver
-//! status. The solver is good_lp's pure-Rust microlp; the cargo feature
+//! For blocks of L draft tokens from K paths, [`LpSolver::solve_block`]
+//! solves the K-path block LP (DESIGN §6) over a context model: the best
+//! expected number of accepted tokens of any lossless verifier.
+//!
+//! Both token-level formulations return alpha*, the plan pi(y | outcome),
+//! the certificate H* read off a minimum cut of the optimal flow (when it
+//! verifies), and the solver status. The solver is good_lp's pure-Rust microlp; the cargo feature
 //! `highs` adds HiGHS. Instances above a variable budget are refused with a
 //! typed error naming the methods that scale.
 //!

@@ -17,6 +17,10 @@
 //!
 //! Your own verifier: implement [`Verifier::conditional`] and run the harness.
 //!
+//! Blocks of L draft tokens from K paths ([`block`]): token by token, block
+//! verification, GBV and any verifier above composed over the draft tree,
+//! with their own exact and sampled harnesses.
+//!
 //! ```
 //! use mdsd_core::{Distribution, DraftScheme, Problem};
 //! use mdsd_verify::{OutputLaw, Verifier, VerifyError, exact};

@@ -1,5 +1,6 @@
-//! The `mdsd` command line: `bound`, `solve`, `compare` and `eval`.
+//! The `mdsd` command line: `bound`, `solve`, `compare`, `eval` and `block`.
 
+mod block;
 mod eval;
 mod input;
 mod output;
@@ -67,6 +68,10 @@ enum Command {
     /// rows of a data file (default: a built-in real sample); table, JSON,
     /// CSV and plots.
     Eval(eval::EvalArgs),
+    /// Expected accepted draft tokens per block of L tokens with K draft
+    /// paths: token by token, block verification, GBV, composed token-level
+    /// verifiers and the K-path LP optimum, exactly or sampled.
+    Block(block::BlockArgs),
 }
 
 #[derive(Debug, Args)]
@@ -169,6 +174,8 @@ pub enum CliError {
     Flow { row: usize, source: FlowError },
     #[error("row {row}: {source}")]
     Convex { row: usize, source: ConvexError },
+    #[error("{0}")]
+    BlockLp(LpError),
     #[error("cannot write the plan to {path}: {message}")]
     Output { path: String, message: String },
     #[error("{0}")]
@@ -274,6 +281,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Compare(compare) => run_compare(&compare),
         Command::Eval(args) => eval::run(&args),
+        Command::Block(args) => block::run(&args),
     }
 }
 

@@ -15,9 +15,9 @@ use crate::sampling::chi_square;
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlockReport {
     pub name: String,
-    /// E[tau], the expected number of accepted draft tokens.
+    /// E(tau), the expected number of accepted draft tokens.
     pub expected_accepted: f64,
-    /// E[tau] + 1: tokens per target call.
+    /// E(tau) + 1: tokens per target call.
     pub block_efficiency: f64,
     /// Exact mode: max over length-(L+1) sequences o of |P(output extended
     /// by target samples = o) - p(o)|, 0 for a lossless verifier.

@@ -3,9 +3,7 @@
 //! speculative decoding", Algorithm 2), whose core GBV reuses with its own
 //! draft law.
 
-use std::borrow::Cow;
-
-use mdsd_core::{ContextModel, sample_index};
+use mdsd_core::{ContextModel, sample_index, sample_index_of_total};
 use rand::RngCore;
 
 use super::{Block, BlockLaw, BlockVerifier};
@@ -16,8 +14,9 @@ use crate::residual::{accept_prob, residual};
 pub(crate) trait PathDraft {
     /// The probability of `token` at the node of depth `depth`.
     fn prob(&self, depth: usize, token: usize) -> f64;
-    /// The whole law at the node of depth `depth`.
-    fn law(&self, depth: usize) -> Cow<'_, [f64]>;
+    /// The whole law at the node of depth `depth`, token by token (GBV
+    /// computes it on the fly: nothing of size V is stored per block).
+    fn law(&self, depth: usize) -> impl Iterator<Item = f64> + '_;
 }
 
 /// The model's own draft law along a path (plain block verification).
@@ -28,14 +27,18 @@ struct ModelDraft<'a> {
 
 impl PathDraft for ModelDraft<'_> {
     fn prob(&self, depth: usize, token: usize) -> f64 {
-        self.law(depth)[token]
+        self.probs(depth)[token]
     }
-    fn law(&self, depth: usize) -> Cow<'_, [f64]> {
-        Cow::Borrowed(
-            self.model
-                .draft(self.model.context(&self.path[..depth]))
-                .probs(),
-        )
+    fn law(&self, depth: usize) -> impl Iterator<Item = f64> + '_ {
+        self.probs(depth).iter().copied()
+    }
+}
+
+impl ModelDraft<'_> {
+    fn probs(&self, depth: usize) -> &[f64] {
+        self.model
+            .draft(self.model.context(&self.path[..depth]))
+            .probs()
     }
 }
 
@@ -84,14 +87,23 @@ impl<'a, D: PathDraft> BlockVerify<'a, D> {
         if w >= 1.0 {
             return 1.0;
         }
-        let q = self.draft.law(depth);
-        let s: f64 = self
-            .target(depth)
-            .iter()
-            .zip(q.iter())
-            .map(|(p, q)| (w * p - q).max(0.0))
-            .sum();
+        let s = self.excess(depth);
         s / (s + 1.0 - w)
+    }
+
+    /// The weights (w_d p(x) - q(x))+ of the correction after stopping at
+    /// depth d < L, token by token.
+    fn excess_weights(&self, depth: usize) -> impl Iterator<Item = f64> + '_ {
+        let w = self.weights[depth];
+        self.target(depth)
+            .iter()
+            .zip(self.draft.law(depth))
+            .map(move |(p, q)| (w * p - q).max(0.0))
+    }
+
+    /// S_d = Σ_x (w_d p(x) - q(x))+.
+    fn excess(&self, depth: usize) -> f64 {
+        self.excess_weights(depth).sum()
     }
 
     /// The law of the correction token after stopping at `depth`.
@@ -103,7 +115,7 @@ impl<'a, D: PathDraft> BlockVerify<'a, D> {
         // (w p - q)+ / S = (p - q / w)+ renormalised; w > 0 wherever a stop
         // has positive probability (w_0 = 1, and h_d = 0 once w_d = 0).
         let w = self.weights[depth];
-        let scaled: Vec<f64> = self.draft.law(depth).iter().map(|q| q / w).collect();
+        let scaled: Vec<f64> = self.draft.law(depth).map(|q| q / w).collect();
         residual(p, &scaled)
     }
 
@@ -129,13 +141,23 @@ impl<'a, D: PathDraft> BlockVerify<'a, D> {
         out
     }
 
-    /// Draws the output, computing h_d only down to the depth it stops at.
+    /// Draws the output, computing h_d only down to the depth it stops at,
+    /// and the correction in one pass over (w p - q)+ (two when S must be
+    /// summed first), storing nothing of size V.
     pub(crate) fn sample(&self, rng: &mut dyn RngCore) -> Vec<usize> {
         let depth = (1..=self.path.len())
             .rev()
             .find(|&d| uniform(rng) < self.stop_prob(d))
             .unwrap_or(0);
-        let y = sample_index(&self.correction(depth), rng);
+        let y = if depth == self.path.len() {
+            sample_index(self.target(depth), rng)
+        } else {
+            match self.excess(depth) {
+                s if s > 0.0 => sample_index_of_total(self.excess_weights(depth), s, rng),
+                // Below f64's resolution: the law's own fallback.
+                _ => sample_index(&self.correction(depth), rng),
+            }
+        };
         let mut out = self.path[..depth].to_vec();
         out.push(y);
         out
@@ -160,7 +182,7 @@ pub(crate) fn push_corrections(out: &mut BlockLaw, accepted: &[usize], mass: f64
 }
 
 /// Block verification of the first draft path (Sun et al.): the optimal
-/// verifier of one path, E[tau] equal to the single-path LP's optimum.
+/// verifier of one path, E(tau) equal to the single-path LP's optimum.
 pub struct BlockVerification<'m>(Block<'m>);
 
 impl<'m> BlockVerification<'m> {

@@ -1,0 +1,234 @@
+//! `mdsd block`: expected accepted draft tokens of block-level verifiers
+//! (token by token, block verification, GBV, composed token-level
+//! verifiers) and the K-path LP optimum, exactly or by sampling.
+
+use clap::Args;
+use mdsd::core::{
+    ContextIndependent, ContextModel, DEFAULT_ENUMERATION_LIMIT, Distribution, MarkovModel,
+    PositionalRows,
+};
+use mdsd::logits::{ReadOptions, read_pairs};
+use mdsd::verify::block::{BlockReport, exact_block, prepare_block, sampled_block};
+use mdsd::{LpSolver, Transform};
+use serde_json::json;
+
+use super::{CliError, input};
+
+#[derive(Debug, Args)]
+pub struct BlockArgs {
+    /// Target law: `0.5,0.3,0.2`, a .npy or a .json file. One row: the same
+    /// law at every position; several rows: row d after d tokens.
+    #[arg(
+        short = 'p',
+        long = "target",
+        value_name = "P",
+        allow_hyphen_values = true
+    )]
+    target: Option<String>,
+    /// Draft law, same forms and row count as -p.
+    #[arg(
+        short = 'q',
+        long = "draft",
+        value_name = "Q",
+        allow_hyphen_values = true
+    )]
+    draft: Option<String>,
+    /// A random Markov context model from this seed instead of -p/-q.
+    #[arg(long, value_name = "SEED", conflicts_with_all = ["target", "draft", "data"])]
+    markov: Option<u64>,
+    /// Vocabulary size of --markov.
+    #[arg(long, default_value_t = 3)]
+    vocab: usize,
+    /// Tokens of context of --markov.
+    #[arg(long, default_value_t = 1)]
+    order: usize,
+    /// A data file (as for `mdsd eval`) instead of -p/-q: row --row as the
+    /// law at every position, or with --positional rows --row..=--row+L.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "draft"])]
+    data: Option<String>,
+    /// First row of --data.
+    #[arg(long, default_value_t = 0)]
+    row: usize,
+    /// Use L + 1 consecutive rows of --data, one per position.
+    #[arg(long, requires = "data")]
+    positional: bool,
+    /// -p/-q hold logits.
+    #[arg(long)]
+    logits: bool,
+    /// Draft path length L.
+    #[arg(long, value_name = "L")]
+    depth: usize,
+    /// Number K of i.i.d. draft paths.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    paths: usize,
+    /// Comma-separated methods: token, bv, gbv, lp (the K-path LP optimum,
+    /// tiny instances) and token-level verifiers for iid drafts (specinfer,
+    /// kseq, ...) composed over the draft tree.
+    #[arg(long, value_delimiter = ',', default_value = "token,bv,gbv")]
+    methods: Vec<String>,
+    /// Exact mode: enumerate every draft tree (the default).
+    #[arg(long, conflicts_with = "samples")]
+    exact: bool,
+    /// Sampling mode: this many blocks per method (any vocabulary size).
+    #[arg(long, value_name = "N")]
+    samples: Option<u64>,
+    /// Seed of the sampling mode.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print exactly one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &BlockArgs) -> Result<(), CliError> {
+    let model = context_model(args)?;
+    let model = model.as_ref();
+    let mut reports = Vec::with_capacity(args.methods.len());
+    for name in &args.methods {
+        reports.push(if name == "lp" {
+            let lp = LpSolver::default()
+                .solve_block(model, args.depth, args.paths)
+                .map_err(CliError::BlockLp)?;
+            BlockReport {
+                name: "lp".into(),
+                expected_accepted: lp.expected_accepted,
+                block_efficiency: lp.expected_accepted + 1.0,
+                max_law_error: Some(lp.max_law_error),
+                samples: None,
+                standard_error: None,
+                first_token_p_value: None,
+            }
+        } else {
+            let verifier = prepare_block(name, model, args.depth)?;
+            match args.samples {
+                Some(samples) => sampled_block(
+                    model,
+                    verifier.as_ref(),
+                    args.depth,
+                    args.paths,
+                    samples,
+                    args.seed,
+                )?,
+                None => exact_block(
+                    model,
+                    verifier.as_ref(),
+                    args.depth,
+                    args.paths,
+                    DEFAULT_ENUMERATION_LIMIT,
+                )?,
+            }
+        });
+    }
+    if args.json {
+        println!("{}", to_json(&reports));
+    } else {
+        print!("{}", to_table(args, model.vocab_size(), &reports));
+    }
+    Ok(())
+}
+
+/// The context model from -p/-q, --markov or --data.
+fn context_model(args: &BlockArgs) -> Result<Box<dyn ContextModel>, CliError> {
+    let invalid = |what: &str| {
+        let what = what.to_string();
+        move |source| CliError::Invalid { what, source }
+    };
+    if let Some(seed) = args.markov {
+        let model =
+            MarkovModel::random(args.vocab, args.order, seed).map_err(invalid("--markov"))?;
+        return Ok(Box::new(model));
+    }
+    if let Some(path) = &args.data {
+        let pairs = read_pairs(path, &ReadOptions::default())?;
+        let transform = Transform::default();
+        let rows = if args.positional {
+            args.row..args.row + args.depth + 1
+        } else {
+            args.row..args.row + 1
+        };
+        let model = pairs.context_model(rows, &transform)?;
+        return Ok(if args.positional {
+            Box::new(model)
+        } else {
+            Box::new(
+                ContextIndependent::new(model.target(0).clone(), model.draft(0).clone())
+                    .map_err(invalid(path))?,
+            )
+        });
+    }
+    let (Some(target), Some(draft)) = (&args.target, &args.draft) else {
+        return Err(CliError::Usage(
+            "mdsd block needs -p and -q, --markov SEED or --data FILE".into(),
+        ));
+    };
+    let read = |arg: &str, spec: &str| -> Result<Vec<Distribution>, CliError> {
+        input::read_rows(arg, spec)?
+            .into_iter()
+            .enumerate()
+            .map(|(row, values)| {
+                let law = if args.logits {
+                    Transform::default().apply_to_logits(&values)
+                } else {
+                    Distribution::from_probs(values)
+                };
+                law.map_err(invalid(&format!("{arg} row {row}")))
+            })
+            .collect()
+    };
+    let (mut targets, mut drafts) = (read("-p", target)?, read("-q", draft)?);
+    if targets.len() == 1 && drafts.len() == 1 {
+        let model =
+            ContextIndependent::new(targets.remove(0), drafts.remove(0)).map_err(invalid("-q"))?;
+        return Ok(Box::new(model));
+    }
+    Ok(Box::new(
+        PositionalRows::new(targets, drafts).map_err(invalid("-p/-q rows"))?,
+    ))
+}
+
+/// `{"methods": [{"name", "expected_accepted", "block_efficiency", "max_law_error"}]}`.
+fn to_json(reports: &[BlockReport]) -> String {
+    let methods: Vec<serde_json::Value> = reports
+        .iter()
+        .map(|r| {
+            json!({
+                "name": r.name,
+                "expected_accepted": r.expected_accepted,
+                "block_efficiency": r.block_efficiency,
+                "max_law_error": r.max_law_error,
+            })
+        })
+        .collect();
+    json!({ "methods": methods }).to_string()
+}
+
+fn to_table(args: &BlockArgs, vocab_size: usize, reports: &[BlockReport]) -> String {
+    let mode = match args.samples {
+        Some(n) => format!("{n} sampled blocks per method"),
+        None => "exact enumeration".into(),
+    };
+    let mut out = format!(
+        "V = {vocab_size}, depth L = {}, K = {} paths, {mode}\n{:<12}  {:>16}  {:>16}  {:>12}  {:>14}\n",
+        args.depth,
+        args.paths,
+        "method",
+        "E[accepted]",
+        "block eff.",
+        "std. error",
+        "law error / p"
+    );
+    let cell = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3e}"));
+    for r in reports {
+        // Exact rows show the law error; sampled rows the first token's chi-square p-value.
+        let check = r.max_law_error.or(r.first_token_p_value);
+        out += &format!(
+            "{:<12}  {:>16.12}  {:>16.12}  {:>12}  {:>14}\n",
+            r.name,
+            r.expected_accepted,
+            r.block_efficiency,
+            cell(r.standard_error),
+            cell(check)
+        );
+    }
+    out
+}
