@@ -50,10 +50,9 @@ fn toy_json_has_the_test_vector_values() {
     for (name, want) in expected {
         let m = method(&doc, name);
         let got = m["expected_accepted"].as_f64().unwrap();
-        let tolerance = if name == "lp" { 1e-8 } else { 1e-12 };
-        assert!((got - want).abs() < tolerance, "{name}: {got} vs {want}");
+        assert!((got - want).abs() < 1e-12, "{name}: {got} vs {want}");
         assert!((m["block_efficiency"].as_f64().unwrap() - got - 1.0).abs() < 1e-12);
-        assert!(m["max_law_error"].as_f64().unwrap() < tolerance);
+        assert!(m["max_law_error"].as_f64().unwrap() < 1e-12);
     }
     let table = mdsd(&args[..args.len() - 1]);
     let text = String::from_utf8(table.stdout).unwrap();

@@ -111,9 +111,10 @@ pub enum VerifyError {
     ImpossibleDrafts(Vec<usize>),
 }
 
-/// A verifier prepared for one target p and draft scheme. `Sync`, so that
-/// the sampling harness can draw in parallel.
-pub trait Verifier: Sync {
+/// A verifier prepared for one target p and draft scheme. `Send + Sync`, so
+/// that the sampling harness can draw in parallel and prepared verifiers
+/// can be cached across threads (block composition).
+pub trait Verifier: Send + Sync {
     /// The name used in reports.
     fn name(&self) -> &str;
 

@@ -7,17 +7,22 @@
 //! and m the next tokens are i.i.d. from q(. | node), whatever happened
 //! above.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use mdsd_core::{ContextModel, DraftScheme, Problem, sample_index};
 use rand::RngCore;
 
 use super::path::push_corrections;
-use super::{Block, BlockLaw, BlockVerifier};
+use super::{Block, BlockLaw, BlockVerifier, PerContext};
 use crate::{Verifier, VerifyError, prepare};
 
 /// A token-level verifier (by its registered name) composed over the tree.
 pub struct Composed<'m> {
     verifier: &'static str,
     block: Block<'m>,
+    /// Prepared token-level verifiers per context, by number of drafts.
+    prepared: PerContext<Mutex<HashMap<usize, Arc<dyn Verifier>>>>,
 }
 
 impl<'m> Composed<'m> {
@@ -30,17 +35,39 @@ impl<'m> Composed<'m> {
     ) -> Result<Self, VerifyError> {
         let block = Block::new(model, depth)?;
         crate::require(verifier, mdsd_core::SchemeKind::Iid)?;
-        Ok(Self { verifier, block })
+        Ok(Self {
+            verifier,
+            block,
+            prepared: PerContext::new(model),
+        })
     }
 
-    /// The token-level verifier at `prefix` for `m` drafts.
-    fn at(&self, prefix: &[usize], m: usize) -> Result<Box<dyn Verifier>, VerifyError> {
-        let context = self.block.model.context(prefix);
+    /// The token-level verifier at `prefix` for `m` drafts, prepared once
+    /// per context and m.
+    fn at(&self, prefix: &[usize], m: usize) -> Result<Arc<dyn Verifier>, VerifyError> {
+        let model = self.block.model;
+        let context = model.context(prefix);
+        let cache = self.prepared.get(context, Default::default);
+        // A poisoned lock only means another thread panicked mid-insert;
+        // the map itself is still consistent.
+        let cached = cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&m)
+            .cloned();
+        if let Some(verifier) = cached {
+            return Ok(verifier);
+        }
         let problem = Problem::new(
-            self.block.model.target(context).clone(),
-            DraftScheme::iid(self.block.model.draft(context).clone(), m)?,
+            model.target(context).clone(),
+            DraftScheme::iid(model.draft(context).clone(), m)?,
         )?;
-        prepare(self.verifier, &problem)
+        let verifier: Arc<dyn Verifier> = Arc::from(prepare(self.verifier, &problem)?);
+        cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(m, Arc::clone(&verifier));
+        Ok(verifier)
     }
 
     /// Adds the outputs below the node `prefix`, reached with `mass` by the
