@@ -39,6 +39,13 @@ pub(crate) trait Potential: Sync {
         gradient: &[f64],
         held: &[bool],
     ) -> Vec<f64>;
+    /// Whether the potential's gradient is unchanged along theta + t·1
+    /// (weights that enter only through their ratios): the objective is
+    /// then linear along 1, and with no variable held its Newton system
+    /// is singular there.
+    fn flat_along_ones(&self) -> bool {
+        false
+    }
 }
 
 /// When a program is solved.
@@ -145,6 +152,9 @@ impl<P: Potential> Program<'_, P> {
             let mut direction = self
                 .potential
                 .direction(&theta, &current.1, &gradient, &active);
+            if self.potential.flat_along_ones() && !active.contains(&true) {
+                self.recentre(&theta, &mut direction);
+            }
             for ((d, &t), &a) in direction.iter_mut().zip(&theta).zip(&active) {
                 if a {
                     *d = if t - lo <= ACTIVE { lo - t } else { hi - t };
@@ -176,6 +186,31 @@ impl<P: Potential> Program<'_, P> {
                 step *= 0.5;
             }
         }
+    }
+
+    /// Takes a multiple of 1 off a direction with no variable held, for a
+    /// potential flat along 1. The Newton system is then singular along 1,
+    /// and the direction's component there is the rounding of Σ (r - p)
+    /// amplified by the ridge (it reached 50 in theta on a two-token
+    /// instance): it moves no r, and clipped by REACH or the box it wiped
+    /// out the step that did, so the iteration cycled short of its
+    /// tolerance. Any multiple of 1 gives a Newton direction with the same
+    /// r; the one taken off is the direction's mean, moved as little as
+    /// needed to keep the full step inside the box.
+    fn recentre(&self, theta: &[f64], direction: &mut [f64]) {
+        let (lo, hi) = self.bounds;
+        let moved = theta.iter().zip(direction.iter()).map(|(t, d)| t + d);
+        let (low, high) = moved.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+            (a.min(x), b.max(x))
+        });
+        let mean = direction.iter().sum::<f64>() / direction.len() as f64;
+        let (least, most) = (high - hi, low - lo);
+        let shift = if least <= most {
+            mean.clamp(least, most)
+        } else {
+            mean
+        };
+        direction.iter_mut().for_each(|d| *d -= shift);
     }
 
     /// The objective's value and the potential's evaluation.

@@ -87,6 +87,12 @@ impl Potential for Selectable<'_> {
     ) -> Vec<f64> {
         laplacian::direction(self, theta, at, gradient, held)
     }
+
+    /// r is a softmax of the weights among the drafts: shifting every
+    /// theta of the program by t selects the same draft.
+    fn flat_along_ones(&self) -> bool {
+        true
+    }
 }
 
 /// The quadrature nodes c_k of an evaluation and phi(c_k), from which the

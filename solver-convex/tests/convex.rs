@@ -177,3 +177,36 @@ fn refuses_other_schemes() {
         Err(ConvexError::Unsupported(SchemeKind::WithoutReplacement))
     ));
 }
+
+/// Two-token instances where the projected Newton iteration once stalled
+/// short of the tolerance (the acceptance lost stayed at 1.17e-9 whatever
+/// the iteration cap): the two regressions proptest saved, and one found
+/// later.
+#[test]
+fn two_token_stalls() {
+    let instances = [
+        (
+            [0.931439823313801, 0.06856017668619897],
+            [0.947402235691764, 0.052597764308236074],
+            2,
+        ),
+        (
+            [0.1345332982377127, 0.8654667017622872],
+            [0.06901497479745916, 0.9309850252025409],
+            3,
+        ),
+        (
+            [0.2125902549411282, 0.7874097450588717],
+            [0.12104634134817097, 0.8789536586518291],
+            2,
+        ),
+    ];
+    for (p, q, n) in instances {
+        let problem = Problem::new(
+            mdsd_benches::normalised(&p),
+            DraftScheme::iid(mdsd_benches::normalised(&q), n).unwrap(),
+        )
+        .unwrap();
+        check(&problem, 1e-9).unwrap();
+    }
+}
