@@ -1,7 +1,7 @@
 //! i.i.d. drafts: alpha* = 1 + min_k (P_k - S_k^n) over prefixes of the
 //! ascending-p/q order (DESIGN §3), by a full sort or by bucket selection.
 
-use mdsd_core::{CoreError, Distribution};
+use mdsd_core::{CoreError, Distribution, ProbabilityRow};
 
 use crate::BoundError;
 use crate::objective;
@@ -27,16 +27,87 @@ pub const SELECTION_MIN_VOCAB: usize = BUCKETS;
 
 /// `alpha - 1 = p(H) - q(H)^n` for a set with masses `p_in`, `q_in` inside and
 /// `p_out`, `q_out` outside, all four summed directly. `1 - q(H)^n` is only
-/// needed when `q(H)^n > 1/2`, and then `-expm1(n log1p(-q_out))` keeps it
-/// accurate (DESIGN §3, "near 1").
+/// needed when `q(H)^n > 1/2`, and then it comes from `q_out` without
+/// cancelling two numbers near 1 (DESIGN §3, "near 1"): `not_all_in`.
 pub(crate) fn iid_objective(p_in: f64, p_out: f64, q_in: f64, q_out: f64, n: i32) -> f64 {
-    let all_in = q_in.powi(n);
+    let all_in = power(q_in, n);
     let not_all_in = if all_in > 0.5 {
-        -(f64::from(n) * (-q_out).ln_1p()).exp_m1()
+        not_all_in(q_in, q_out, n)
     } else {
         1.0 - all_in
     };
     objective(p_in, p_out, all_in, not_all_in)
+}
+
+/// `x^n` for n >= 0 by repeated squaring (the products `powi` forms),
+/// inline: `powi` with a run-time exponent is a call into compiler-rt, and
+/// this runs for every bucket end and every candidate token, per n.
+fn power(x: f64, n: i32) -> f64 {
+    let (mut base, mut exponent, mut result) = (x, n.unsigned_abs(), 1.0);
+    while exponent > 0 {
+        if exponent & 1 == 1 {
+            result *= base;
+        }
+        base *= base;
+        exponent >>= 1;
+    }
+    result
+}
+
+/// Up to this many drafts, `1 - q_in^n` is summed as a geometric series.
+const GEOMETRIC_DRAFTS: i32 = 16;
+
+/// `1 - q_in^n` with `q_out = 1 - q_in` summed directly:
+/// `q_out (1 + q_in + ... + q_in^(n-1))`, a sum of positive terms (a few
+/// ulps, no cancellation, and no libm call: at full vocabulary this runs
+/// for thousands of buckets per n); for more drafts
+/// `-expm1(n log1p(-q_out))`, as accurate.
+fn not_all_in(q_in: f64, q_out: f64, n: i32) -> f64 {
+    if n <= GEOMETRIC_DRAFTS {
+        let (mut power, mut series) = (1.0, 0.0);
+        for _ in 0..n {
+            series += power;
+            power *= q_in;
+        }
+        q_out * series
+    } else {
+        -(f64::from(n) * (-q_out).ln_1p()).exp_m1()
+    }
+}
+
+/// A probability vector as the bucket selection reads it: `values[t] *
+/// scale`, so that a [`ProbabilityRow`] is renormalised as it is read, not
+/// copied first. A distribution's scale is 1, which reads it exactly.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Masses<'a> {
+    values: &'a [f64],
+    scale: f64,
+}
+
+impl<'a> Masses<'a> {
+    pub(crate) fn of(row: ProbabilityRow<'a>) -> Self {
+        Self {
+            values: row.unnormalised(),
+            scale: 1.0 / row.sum(),
+        }
+    }
+
+    fn exact(values: &'a [f64]) -> Self {
+        Self { values, scale: 1.0 }
+    }
+
+    fn at(self, t: usize) -> f64 {
+        self.values[t] * self.scale
+    }
+
+    /// The probabilities themselves, borrowed when the scale is 1.
+    fn normalised(self) -> std::borrow::Cow<'a, [f64]> {
+        if self.scale == 1.0 {
+            self.values.into()
+        } else {
+            self.values.iter().map(|v| v * self.scale).collect()
+        }
+    }
 }
 
 /// The optimal prefix value (alpha - 1) and the tokens of the prefix.
@@ -140,6 +211,7 @@ enum Boundary {
 /// an end. Only buckets whose bound beats the best bucket end are sorted
 /// (usually one or two), which makes the whole expected O(V).
 pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>) {
+    let (p, q) = (Masses::exact(p), Masses::exact(q));
     let (keys, buckets) = BucketSums::of_tokens(p, q);
     let mut ends = buckets.bucket_ends(n);
     let inside = gather_candidates(&keys, p, q, &ends.candidate);
@@ -161,10 +233,13 @@ pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>
 /// alpha* - 1 for each n, sharing what does not depend on n: the sort
 /// below [`SELECTION_MIN_VOCAB`] tokens, pass 1 of the bucket selection
 /// above (most of its cost). No certificates.
-pub(crate) fn iid_values(p: &[f64], q: &[f64], ns: &[i32]) -> Vec<f64> {
-    if p.len() < SELECTION_MIN_VOCAB {
-        let sorted = SortedTokens::new(p, q);
-        ns.iter().map(|&n| sorted.best_prefix(p, q, n).0).collect()
+pub(crate) fn iid_values(p: Masses, q: Masses, ns: &[i32]) -> Vec<f64> {
+    if p.values.len() < SELECTION_MIN_VOCAB {
+        let (p, q) = (p.normalised(), q.normalised());
+        let sorted = SortedTokens::new(&p, &q);
+        ns.iter()
+            .map(|&n| sorted.best_prefix(&p, &q, n).0)
+            .collect()
     } else {
         let (keys, buckets) = BucketSums::of_tokens(p, q);
         let (ends, union) = buckets.candidate_union(ns);
@@ -184,17 +259,30 @@ struct BucketSums {
     /// Mass strictly after each bucket, summed directly.
     p_after: Vec<f64>,
     q_after: Vec<f64>,
+    /// Mass strictly before each bucket, summed directly.
+    p_before: Vec<f64>,
+    q_before: Vec<f64>,
+    /// The buckets holding a token, ascending: the only prefix ends (an
+    /// empty bucket ends the same set as the one before it).
+    occupied: Vec<usize>,
 }
 
 impl BucketSums {
     /// Each token's bucket and the sums per bucket.
-    fn of_tokens(p: &[f64], q: &[f64]) -> (Vec<u16>, Self) {
+    fn of_tokens(p: Masses, q: Masses) -> (Vec<u16>, Self) {
         // The keys in one vectorisable pass, then the sums. Two interleaved
         // accumulators per bucket, because consecutive tokens often share a
         // bucket and one accumulator would serialise on its own stores.
-        let keys: Vec<u16> = p.iter().zip(q).map(|(&a, &b)| bucket_of(a, b)).collect();
+        let (p_scale, q_scale) = (p.scale, q.scale);
+        let scaled = || {
+            p.values
+                .iter()
+                .zip(q.values)
+                .map(move |(&a, &b)| (a * p_scale, b * q_scale))
+        };
+        let keys: Vec<u16> = scaled().map(|(a, b)| bucket_of(a, b)).collect();
         let mut sums = vec![[0.0f64; 4]; BUCKETS];
-        for (i, ((&k, &a), &b)) in keys.iter().zip(p).zip(q).enumerate() {
+        for (i, (&k, (a, b))) in keys.iter().zip(scaled()).enumerate() {
             let lane = 2 * (i & 1);
             let sum = &mut sums[usize::from(k)];
             sum[lane] += a;
@@ -205,7 +293,7 @@ impl BucketSums {
         (keys, Self::from_masses(bucket_p, bucket_q))
     }
 
-    /// The sums after each bucket from the sums per bucket.
+    /// The sums before and after each bucket from the sums per bucket.
     fn from_masses(bucket_p: Vec<f64>, bucket_q: Vec<f64>) -> Self {
         let mut p_after = vec![0.0; BUCKETS];
         let mut q_after = vec![0.0; BUCKETS];
@@ -213,11 +301,23 @@ impl BucketSums {
             p_after[b] = p_after[b + 1] + bucket_p[b + 1];
             q_after[b] = q_after[b + 1] + bucket_q[b + 1];
         }
+        let mut p_before = vec![0.0; BUCKETS];
+        let mut q_before = vec![0.0; BUCKETS];
+        for b in 1..BUCKETS {
+            p_before[b] = p_before[b - 1] + bucket_p[b - 1];
+            q_before[b] = q_before[b - 1] + bucket_q[b - 1];
+        }
+        let occupied = (0..BUCKETS)
+            .filter(|&b| bucket_p[b] > 0.0 || bucket_q[b] > 0.0)
+            .collect();
         Self {
             bucket_p,
             bucket_q,
             p_after,
             q_after,
+            p_before,
+            q_before,
+            occupied,
         }
     }
 
@@ -238,8 +338,8 @@ impl BucketSums {
     /// (at least) its candidate buckets.
     fn best_values(
         &self,
-        p: &[f64],
-        q: &[f64],
+        p: Masses,
+        q: Masses,
         ns: &[i32],
         mut ends: Vec<BucketEnds>,
         inside: &[Candidate],
@@ -261,60 +361,52 @@ impl BucketSums {
             bucket_q,
             p_after,
             q_after,
-            ..
+            p_before,
+            q_before,
+            occupied,
         } = self;
-        let mut p_before = vec![0.0; BUCKETS];
-        let mut q_before = vec![0.0; BUCKETS];
-        let mut end_value = vec![0.0; BUCKETS];
+        let end_value: Vec<f64> = occupied
+            .iter()
+            .map(|&b| {
+                let p_in = p_before[b] + bucket_p[b];
+                let q_in = q_before[b] + bucket_q[b];
+                iid_objective(p_in, p_after[b], q_in, q_after[b], n)
+            })
+            .collect();
         let (mut best, mut boundary) = (0.0, Boundary::Empty);
-        let (mut p_in, mut q_in) = (0.0, 0.0);
-        let mut value = 0.0;
-        for b in 0..BUCKETS {
-            p_before[b] = p_in;
-            q_before[b] = q_in;
-            // An empty bucket ends the same set as the one before it.
-            if bucket_p[b] > 0.0 || bucket_q[b] > 0.0 {
-                p_in += bucket_p[b];
-                q_in += bucket_q[b];
-                value = iid_objective(p_in, p_after[b], q_in, q_after[b], n);
-            }
-            end_value[b] = value;
-            if end_value[b] < best {
-                best = end_value[b];
+        for (&b, &value) in occupied.iter().zip(&end_value) {
+            if value < best {
+                best = value;
                 boundary = Boundary::BucketEnd(b);
             }
         }
 
         let mut candidate = vec![false; BUCKETS];
         let mut start_value: f64 = 0.0;
-        for b in 0..BUCKETS {
-            let a = bucket_floor(b);
+        for (&b, &value) in occupied.iter().zip(&end_value) {
             if bucket_q[b] > 0.0 {
-                let slack = (bucket_p[b] - a * bucket_q[b]).max(0.0);
-                let lower_bound = start_value.min(end_value[b] - slack);
+                let slack = (bucket_p[b] - bucket_floor(b) * bucket_q[b]).max(0.0);
+                let lower_bound = start_value.min(value - slack);
                 candidate[b] = lower_bound < best;
             }
-            start_value = end_value[b];
+            start_value = value;
         }
 
         BucketEnds {
             best,
             boundary,
             candidate,
-            p_before,
-            q_before,
         }
     }
 
     /// Improves `ends` by the cuts inside its candidate buckets.
-    fn refine(&self, p: &[f64], q: &[f64], n: i32, ends: &mut BucketEnds, inside: &[Candidate]) {
+    fn refine(&self, p: Masses, q: Masses, n: i32, ends: &mut BucketEnds, inside: &[Candidate]) {
         let (p_after, q_after) = (&self.p_after, &self.q_after);
+        let (p_before, q_before) = (&self.p_before, &self.q_before);
         let BucketEnds {
             best,
             boundary,
             candidate,
-            p_before,
-            q_before,
         } = ends;
         // Buckets gathered for another n are skipped: their cuts are valid
         // prefixes too, but cannot beat this n's best.
@@ -327,13 +419,13 @@ impl BucketSums {
             let mut p_out = vec![p_after[b]; group.len() + 1];
             let mut q_out = vec![q_after[b]; group.len() + 1];
             for j in (0..group.len()).rev() {
-                p_out[j] = p_out[j + 1] + p[group[j].2];
-                q_out[j] = q_out[j + 1] + q[group[j].2];
+                p_out[j] = p_out[j + 1] + p.at(group[j].2);
+                q_out[j] = q_out[j + 1] + q.at(group[j].2);
             }
             let (mut p_in, mut q_in) = (p_before[b], q_before[b]);
             for j in 1..group.len() {
-                p_in += p[group[j - 1].2];
-                q_in += q[group[j - 1].2];
+                p_in += p.at(group[j - 1].2);
+                q_in += q.at(group[j - 1].2);
                 let value = iid_objective(p_in, p_out[j], q_in, q_out[j], n);
                 if value < *best {
                     *best = value;
@@ -345,27 +437,24 @@ impl BucketSums {
 }
 
 /// The tokens of the `candidate` buckets, sorted by (bucket, ratio, id).
-fn gather_candidates(keys: &[u16], p: &[f64], q: &[f64], candidate: &[bool]) -> Vec<Candidate> {
-    // Candidate buckets hold a few hundred tokens of V. Chunks of keys are
-    // first tested against the candidates' index range (a vectorisable
-    // compare); only chunks that touch it are looked at token by token.
-    let first = candidate.iter().position(|&c| c).unwrap_or(BUCKETS);
-    let last = candidate.iter().rposition(|&c| c).unwrap_or(0);
-    let span = last.saturating_sub(first) as u16;
-    let mut inside: Vec<(usize, f64, usize)> = Vec::new();
-    if first <= last {
-        const CHUNK: usize = 16;
-        for (c, chunk) in keys.chunks(CHUNK).enumerate() {
-            if chunk.iter().fold(false, |hit, &k| {
-                hit | (k.wrapping_sub(first as u16) <= span)
-            }) {
-                for (i, &k) in chunk.iter().enumerate() {
-                    if candidate[usize::from(k)] {
-                        let t = c * CHUNK + i;
-                        inside.push((usize::from(k), ratio(p[t], q[t]), t));
-                    }
-                }
-            }
+fn gather_candidates(keys: &[u16], p: Masses, q: Masses, candidate: &[bool]) -> Vec<Candidate> {
+    // Candidate buckets hold a few thousand tokens of V, spread along the
+    // vocabulary: a branch per token would mispredict on each of them.
+    // Each block's positions are compacted branch-free (every position is
+    // written, the count advances only on candidates), then only the kept
+    // ones are read.
+    const BLOCK: usize = 1024;
+    let mut inside: Vec<Candidate> = Vec::new();
+    let mut kept_positions = [0u16; BLOCK];
+    for (block, chunk) in keys.chunks(BLOCK).enumerate() {
+        let mut kept = 0;
+        for (i, &k) in chunk.iter().enumerate() {
+            kept_positions[kept] = i as u16;
+            kept += usize::from(candidate[usize::from(k)]);
+        }
+        for &i in &kept_positions[..kept] {
+            let t = block * BLOCK + usize::from(i);
+            inside.push((usize::from(keys[t]), ratio(p.at(t), q.at(t)), t));
         }
     }
     sort_candidates(&mut inside);
@@ -375,10 +464,12 @@ fn gather_candidates(keys: &[u16], p: &[f64], q: &[f64], candidate: &[bool]) -> 
 /// Sorts candidates by (bucket, ratio, id): the order the cuts inside a
 /// bucket are taken in.
 fn sort_candidates(inside: &mut [Candidate]) {
+    // A bucket is non-decreasing in the ratio (`bucket_of`), so (ratio, id)
+    // alone gives that order: two integer keys compared instead of three.
     // Ratios are non-negative (or +inf), whose bit patterns order as their
-    // values: integer keys instead of float comparisons. `abs` makes the
-    // -0.0 of a p = -0.0 entry (valid input) the +0.0 it equals.
-    inside.sort_unstable_by_key(|&(bucket, ratio, token)| (bucket, ratio.abs().to_bits(), token));
+    // values. `abs` makes the -0.0 of a p = -0.0 entry (valid input) the
+    // +0.0 it equals.
+    inside.sort_unstable_by_key(|&(_, ratio, token)| (ratio.abs().to_bits(), token));
 }
 
 /// The bucket-end pass of one n.
@@ -386,22 +477,20 @@ struct BucketEnds {
     best: f64,
     boundary: Boundary,
     candidate: Vec<bool>,
-    p_before: Vec<f64>,
-    q_before: Vec<f64>,
 }
 
 /// Tokens of buckets `0..end`, plus the tokens of bucket `end` that come
 /// before `cut` in (ratio, id) order, ascending by id.
 fn certificate_with(
     keys: &[u16],
-    p: &[f64],
-    q: &[f64],
+    p: Masses,
+    q: Masses,
     end: usize,
     cut: Option<(f64, usize)>,
 ) -> Vec<usize> {
     let before_cut = |t: usize| {
         cut.is_some_and(|(ratio_cut, token_cut)| {
-            ratio(p[t], q[t])
+            ratio(p.at(t), q.at(t))
                 .total_cmp(&ratio_cut)
                 .then(t.cmp(&token_cut))
                 .is_lt()
@@ -524,7 +613,7 @@ pub fn optimal_acceptance_iid_from_buckets(
     }
     sort_candidates(&mut inside);
     Ok(sums
-        .best_values(p, q, &counts, ends, &inside)
+        .best_values(Masses::exact(p), Masses::exact(q), &counts, ends, &inside)
         .into_iter()
         .map(|value| 1.0 + value)
         .collect())
@@ -543,4 +632,27 @@ pub(crate) fn draft_counts(ns: &[usize]) -> Result<Vec<i32>, BoundError> {
         .iter()
         .map(|&n| i32::try_from(n).unwrap_or(i32::MAX))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The geometric series against `-expm1(n log1p(-q_out))` where both
+    /// are accurate, from q_out near 1 down to q_out = 1e-15 (where
+    /// `1 - q_in^n` in floating point would have no correct digit).
+    #[test]
+    fn not_all_in_matches_the_log_form() {
+        for q_out in [0.5, 0.1, 1e-3, 1e-7, 1e-12, 1e-15] {
+            let q_in = 1.0 - q_out;
+            for n in 1..=GEOMETRIC_DRAFTS {
+                let series = not_all_in(q_in, q_out, n);
+                let log_form = -(f64::from(n) * (-q_out).ln_1p()).exp_m1();
+                assert!(
+                    (series - log_form).abs() <= 1e-14 * log_form,
+                    "q_out {q_out}, n {n}: {series} vs {log_form}"
+                );
+            }
+        }
+    }
 }

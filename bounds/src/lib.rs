@@ -36,7 +36,7 @@ mod wor;
 
 use order::split_mass;
 
-use mdsd_core::{CoreError, Distribution, DraftScheme, Problem, SchemeKind};
+use mdsd_core::{CoreError, Distribution, DraftScheme, ProbabilityRow, Problem, SchemeKind};
 use rayon::prelude::*;
 use thiserror::Error;
 
@@ -91,14 +91,18 @@ fn bound_from((value, certificate): (f64, Vec<usize>)) -> Bound {
 
 /// An i.i.d. instance needs at least one draft and equal vocabularies.
 fn check_iid(p: &Distribution, q: &Distribution, ns: &[usize]) -> Result<(), BoundError> {
+    check_iid_lengths(p.len(), q.len(), ns)
+}
+
+fn check_iid_lengths(p: usize, q: usize, ns: &[usize]) -> Result<(), BoundError> {
     if ns.contains(&0) {
         return Err(CoreError::NoDrafts.into());
     }
-    if p.len() != q.len() {
+    if p != q {
         return Err(CoreError::LengthMismatch {
             what: "the draft distribution".into(),
-            expected: p.len(),
-            found: q.len(),
+            expected: p,
+            found: q,
         }
         .into());
     }
@@ -147,30 +151,41 @@ pub fn optimal_acceptance_iid(
 /// alpha* for n i.i.d. drafts at each n of `ns`, without certificates:
 /// the sort or the bucket pass of [`optimal_acceptance_iid`] (its
 /// [`IidAlgorithm::Auto`]) is done once for all of them, which is most of
-/// the cost at full vocabulary.
+/// the cost at full vocabulary. Takes distributions or rows left in a
+/// caller's buffer ([`ProbabilityRow`]: checked, renormalised as they are
+/// read, never copied).
 ///
 /// ```
 /// use mdsd_bounds::optimal_acceptance_iid_many;
-/// use mdsd_core::Distribution;
+/// use mdsd_core::{Distribution, ProbabilityRow};
 ///
 /// let p = Distribution::from_probs(vec![0.5, 0.3, 0.2])?;
 /// let q = Distribution::from_probs(vec![0.2, 0.3, 0.5])?;
 /// let alphas = optimal_acceptance_iid_many(&p, &q, &[1, 2])?;
 /// assert!((alphas[0] - 0.7).abs() < 1e-12 && (alphas[1] - 0.86).abs() < 1e-12);
+/// // The same rows in a buffer, summing to 1 within the tolerance.
+/// let buffer = [0.5, 0.3, 0.2 + 1e-9, 0.2, 0.3, 0.5];
+/// let p = ProbabilityRow::new(&buffer[..3])?;
+/// let q = ProbabilityRow::new(&buffer[3..])?;
+/// let rows = optimal_acceptance_iid_many(p, q, &[1, 2])?;
+/// assert!((rows[1] - 0.86).abs() < 1e-8);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn optimal_acceptance_iid_many(
-    p: &Distribution,
-    q: &Distribution,
+pub fn optimal_acceptance_iid_many<'a>(
+    p: impl Into<ProbabilityRow<'a>>,
+    q: impl Into<ProbabilityRow<'a>>,
     ns: &[usize],
 ) -> Result<Vec<f64>, BoundError> {
-    check_iid(p, q, ns)?;
-    Ok(
-        iid::iid_values(p.probs(), q.probs(), &iid::draft_counts(ns)?)
-            .into_iter()
-            .map(|value| 1.0 + value)
-            .collect(),
+    let (p, q) = (p.into(), q.into());
+    check_iid_lengths(p.len(), q.len(), ns)?;
+    Ok(iid::iid_values(
+        iid::Masses::of(p),
+        iid::Masses::of(q),
+        &iid::draft_counts(ns)?,
     )
+    .into_iter()
+    .map(|value| 1.0 + value)
+    .collect())
 }
 
 /// alpha* for drafts without replacement, over prefixes of the ascending-p/q

@@ -6,7 +6,7 @@ use mdsd_bounds::{
     acceptance_upper_bound, optimal_acceptance_iid, optimal_acceptance_iid_from_buckets,
     optimal_acceptance_iid_many, optimal_acceptance_independent, ratio_bucket,
 };
-use mdsd_core::{Distribution, DraftScheme, Problem};
+use mdsd_core::{Distribution, DraftScheme, ProbabilityRow, Problem};
 use proptest::prelude::*;
 
 fn normalised(w: Vec<f64>) -> Distribution {
@@ -68,6 +68,28 @@ proptest! {
         for (&n, &alpha) in ns.iter().zip(&many) {
             let sort = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Sort).unwrap();
             prop_assert!((sort.alpha - alpha).abs() <= 1e-12, "n {} sort {} many {}", n, sort.alpha, alpha);
+        }
+    }
+
+    /// Rows left unnormalised in a buffer (sums 1 ± 5e-7, as f32 rows
+    /// read into f64 have) against the same rows renormalised and copied.
+    #[test]
+    fn borrowed_rows_match_distributions(
+        (p, q) in prop_oneof![adversarial(), adversarial_of(SELECTION_MIN_VOCAB..SELECTION_MIN_VOCAB + 2000)],
+        ns in prop::collection::vec(1usize..17, 1..9),
+        (p_off, q_off) in (-5e-7f64..5e-7, -5e-7f64..5e-7),
+    ) {
+        let p_row: Vec<f64> = p.probs().iter().map(|x| x * (1.0 + p_off)).collect();
+        let q_row: Vec<f64> = q.probs().iter().map(|x| x * (1.0 + q_off)).collect();
+        let (p_row, q_row) = (ProbabilityRow::new(&p_row).unwrap(), ProbabilityRow::new(&q_row).unwrap());
+        let borrowed = optimal_acceptance_iid_many(p_row, q_row, &ns).unwrap();
+        let copied = optimal_acceptance_iid_many(
+            &Distribution::from_probs(p_row.unnormalised()).unwrap(),
+            &Distribution::from_probs(q_row.unnormalised()).unwrap(),
+            &ns,
+        ).unwrap();
+        for (n, (b, c)) in ns.iter().zip(borrowed.iter().zip(&copied)) {
+            prop_assert!((b - c).abs() <= 1e-12, "n {} borrowed {} copied {}", n, b, c);
         }
     }
 }

@@ -41,31 +41,88 @@ fn sum_and_least(values: &[f64]) -> (f64, f64) {
     (sum, least)
 }
 
+/// The sum of `probs` once it is checked: non-empty, every entry finite
+/// and non-negative (the first offender named), the sum within
+/// [`SUM_TOLERANCE`] of 1.
+fn checked_sum(probs: &[f64]) -> Result<f64, CoreError> {
+    if probs.is_empty() {
+        return Err(CoreError::Empty);
+    }
+    let (sum, least) = sum_and_least(probs);
+    if !(sum.is_finite() && least >= 0.0) {
+        for (index, &value) in probs.iter().enumerate() {
+            if !value.is_finite() {
+                return Err(CoreError::NonFinite { index, value });
+            }
+            if value < 0.0 {
+                return Err(CoreError::Negative { index, value });
+            }
+        }
+    }
+    if (sum - 1.0).abs() > SUM_TOLERANCE {
+        return Err(CoreError::BadSum {
+            sum,
+            tolerance: SUM_TOLERANCE,
+        });
+    }
+    Ok(sum)
+}
+
+/// A probability vector left in the caller's buffer: checked as
+/// [`Distribution::from_probs`] checks, but neither copied nor
+/// renormalised. It stands for `probs / sum`. For passes over many rows
+/// at full vocabulary, where copying and dividing each row cost as much
+/// as the work done on it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProbabilityRow<'a> {
+    probs: &'a [f64],
+    sum: f64,
+}
+
+impl<'a> ProbabilityRow<'a> {
+    /// Checks `probs` (finite, non-negative, sum within [`SUM_TOLERANCE`]
+    /// of 1).
+    pub fn new(probs: &'a [f64]) -> Result<Self, CoreError> {
+        Ok(Self {
+            sum: checked_sum(probs)?,
+            probs,
+        })
+    }
+
+    /// The entries as given, before renormalisation.
+    pub fn unnormalised(&self) -> &'a [f64] {
+        self.probs
+    }
+
+    /// The entries' sum: the probabilities are `unnormalised() / sum()`.
+    pub fn sum(&self) -> f64 {
+        self.sum
+    }
+
+    pub fn len(&self) -> usize {
+        self.probs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.probs.is_empty()
+    }
+}
+
+impl<'a> From<&'a Distribution> for ProbabilityRow<'a> {
+    fn from(distribution: &'a Distribution) -> Self {
+        Self {
+            probs: distribution.probs(),
+            sum: 1.0,
+        }
+    }
+}
+
 impl Distribution {
     /// Validates `probs` (finite, non-negative, sum within [`SUM_TOLERANCE`]
     /// of 1) and renormalises it.
     pub fn from_probs(probs: impl Into<Vec<f64>>) -> Result<Self, CoreError> {
         let mut probs = probs.into();
-        if probs.is_empty() {
-            return Err(CoreError::Empty);
-        }
-        let (sum, least) = sum_and_least(&probs);
-        if !(sum.is_finite() && least >= 0.0) {
-            for (index, &value) in probs.iter().enumerate() {
-                if !value.is_finite() {
-                    return Err(CoreError::NonFinite { index, value });
-                }
-                if value < 0.0 {
-                    return Err(CoreError::Negative { index, value });
-                }
-            }
-        }
-        if (sum - 1.0).abs() > SUM_TOLERANCE {
-            return Err(CoreError::BadSum {
-                sum,
-                tolerance: SUM_TOLERANCE,
-            });
-        }
+        let sum = checked_sum(&probs)?;
         probs.iter_mut().for_each(|x| *x /= sum);
         Ok(Self { probs })
     }

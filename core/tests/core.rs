@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use mdsd_core::{
-    CoreError, DEFAULT_ENUMERATION_LIMIT, Distribution, DraftSampler, DraftScheme, SchemeKind,
-    Transform,
+    CoreError, DEFAULT_ENUMERATION_LIMIT, Distribution, DraftSampler, DraftScheme, ProbabilityRow,
+    SchemeKind, Transform,
 };
 use proptest::prelude::*;
 use rand::SeedableRng;
@@ -35,6 +35,34 @@ fn invalid_vectors_are_named() {
         Distribution::from_probs(vec![0.5, f64::INFINITY]),
         Err(CoreError::NonFinite { index: 1, .. })
     ));
+}
+
+/// A borrowed row is refused exactly as a copied one, and stands for the
+/// same renormalised vector.
+#[test]
+fn borrowed_rows_are_checked_like_distributions() {
+    let bad: [&[f64]; 5] = [
+        &[],
+        &[0.5, f64::NAN, 0.5],
+        &[0.5, 0.6, -0.1],
+        &[0.5, 0.6],
+        &[0.5, f64::INFINITY],
+    ];
+    for row in bad {
+        // Compared as text: a NaN entry makes the errors unequal as values.
+        assert_eq!(
+            ProbabilityRow::new(row).unwrap_err().to_string(),
+            Distribution::from_probs(row).unwrap_err().to_string()
+        );
+    }
+    let row = [0.25, 0.75 + 5e-7];
+    let borrowed = ProbabilityRow::new(&row).unwrap();
+    assert_eq!(borrowed.unnormalised(), &row);
+    let copied = dist(&row);
+    for (x, y) in row.iter().zip(copied.probs()) {
+        assert!((x / borrowed.sum() - y).abs() <= 1e-16);
+    }
+    assert_eq!(ProbabilityRow::from(&copied).sum(), 1.0);
 }
 
 #[test]
