@@ -194,6 +194,16 @@ fn bucket_floor(b: usize) -> f64 {
     }
 }
 
+/// The least ratio of the next bucket: an upper bound for all of this
+/// one's tokens (none for the last, which holds +inf).
+fn bucket_ceiling(b: usize) -> f64 {
+    if b + 1 < BUCKETS {
+        bucket_floor(b + 1)
+    } else {
+        f64::INFINITY
+    }
+}
+
 /// Where the best prefix ends.
 #[derive(Clone, Copy)]
 enum Boundary {
@@ -205,11 +215,12 @@ enum Boundary {
 }
 
 /// Bucket selection. Pass 1 sums p and q per bucket; the objective at every
-/// bucket end is then exact. Inside a bucket whose ratios are at least a,
-/// p(prefix) >= P0 + a x for x = q added, so the objective is at least
-/// P0 + a x - (S0 + x)^n, concave in x: its minimum over the bucket is at
-/// an end. Only buckets whose bound beats the best bucket end are sorted
-/// (usually one or two), which makes the whole expected O(V).
+/// bucket end is then exact. Inside a bucket whose ratios lie in [a, b),
+/// p(prefix) >= P0 + max(a x, Y - b (X - x)) for x = q added, so the
+/// objective is at least that minus (S0 + x)^n, concave on each side of the
+/// kink: its minimum over the bucket is at an end or at the kink. Only
+/// buckets whose bound beats the best bucket end are sorted (usually one
+/// or two), which makes the whole expected O(V).
 pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>) {
     let (p, q) = (Masses::exact(p), Masses::exact(q));
     let (keys, buckets) = BucketSums::of_tokens(p, q);
@@ -385,9 +396,27 @@ impl BucketSums {
         let mut start_value: f64 = 0.0;
         for (&b, &value) in occupied.iter().zip(&end_value) {
             if bucket_q[b] > 0.0 {
-                let slack = (bucket_p[b] - bucket_floor(b) * bucket_q[b]).max(0.0);
-                let lower_bound = start_value.min(value - slack);
-                candidate[b] = lower_bound < best;
+                let (x_all, y_all) = (bucket_q[b], bucket_p[b]);
+                let (least, most) = (bucket_floor(b), bucket_ceiling(b));
+                // Cuts inside the bucket add q mass x and p mass y(x), convex
+                // (ratios ascending) with slopes in [least, most]: y(x) >=
+                // max(least x, Y - most (X - x)). The objective is then at
+                // least P0 + that - (S0 + x)^n, concave on each side of the
+                // kink: its minimum is at 0 (start), at X (end) or at the kink.
+                let kink = if most.is_finite() {
+                    ((most * x_all - y_all) / (most - least)).clamp(0.0, x_all)
+                } else {
+                    x_all
+                };
+                let added = least * kink;
+                let at_kink = iid_objective(
+                    p_before[b] + added,
+                    p_after[b] + (y_all - added).max(0.0),
+                    q_before[b] + kink,
+                    q_after[b] + (x_all - kink),
+                    n,
+                );
+                candidate[b] = start_value.min(at_kink).min(value) < best;
             }
             start_value = value;
         }
