@@ -403,20 +403,31 @@ impl BucketSums {
                 // max(least x, Y - most (X - x)). The objective is then at
                 // least P0 + that - (S0 + x)^n, concave on each side of the
                 // kink: its minimum is at 0 (start), at X (end) or at the kink.
-                let kink = if most.is_finite() {
-                    ((most * x_all - y_all) / (most - least)).clamp(0.0, x_all)
+                // The kink's bound needs an objective evaluation: only where
+                // the ends do not decide (it is at least the bound through
+                // `least` alone at X, `value - slack`).
+                let ends_bound = start_value.min(value);
+                let slack = (y_all - least * x_all).max(0.0);
+                candidate[b] = if ends_bound < best {
+                    true
+                } else if value - slack >= best {
+                    false
                 } else {
-                    x_all
+                    let kink = if most.is_finite() {
+                        ((most * x_all - y_all) / (most - least)).clamp(0.0, x_all)
+                    } else {
+                        x_all
+                    };
+                    let added = least * kink;
+                    let at_kink = iid_objective(
+                        p_before[b] + added,
+                        p_after[b] + (y_all - added).max(0.0),
+                        q_before[b] + kink,
+                        q_after[b] + (x_all - kink),
+                        n,
+                    );
+                    at_kink < best
                 };
-                let added = least * kink;
-                let at_kink = iid_objective(
-                    p_before[b] + added,
-                    p_after[b] + (y_all - added).max(0.0),
-                    q_before[b] + kink,
-                    q_after[b] + (x_all - kink),
-                    n,
-                );
-                candidate[b] = start_value.min(at_kink).min(value) < best;
             }
             start_value = value;
         }
