@@ -1,7 +1,7 @@
 //! i.i.d. drafts: alpha* = 1 + min_k (P_k - S_k^n) over prefixes of the
 //! ascending-p/q order (DESIGN §3), by a full sort or by bucket selection.
 
-use mdsd_core::{CoreError, Distribution, ProbabilityRow};
+use mdsd_core::{CheckedBlocks, CoreError, Distribution, ProbabilityRow};
 
 use crate::BoundError;
 use crate::objective;
@@ -98,6 +98,11 @@ impl<'a> Masses<'a> {
 
     fn at(self, t: usize) -> f64 {
         self.values[t] * self.scale
+    }
+
+    /// The blocks pass 1 reads.
+    fn blocks(self) -> std::slice::Chunks<'a, f64> {
+        self.values.chunks(CheckedBlocks::BLOCK)
     }
 
     /// The probabilities themselves, borrowed when the scale is 1.
@@ -223,7 +228,8 @@ enum Boundary {
 /// or two), which makes the whole expected O(V).
 pub(crate) fn iid_by_selection(p: &[f64], q: &[f64], n: i32) -> (f64, Vec<usize>) {
     let (p, q) = (Masses::exact(p), Masses::exact(q));
-    let (keys, buckets) = BucketSums::of_tokens(p, q);
+    let (keys, buckets) =
+        TokenBuckets::of_tokens(p.blocks(), q.blocks(), p.values.len()).sums(p, q);
     let mut ends = buckets.bucket_ends(n);
     let inside = gather_candidates(&keys, p, q, &ends.candidate);
     buckets.refine(p, q, n, &mut ends, &inside);
@@ -252,7 +258,93 @@ pub(crate) fn iid_values(p: Masses, q: Masses, ns: &[i32]) -> Vec<f64> {
             .map(|&n| sorted.best_prefix(&p, &q, n).0)
             .collect()
     } else {
-        let (keys, buckets) = BucketSums::of_tokens(p, q);
+        TokenBuckets::of_tokens(p.blocks(), q.blocks(), p.values.len()).values(p, q, ns)
+    }
+}
+
+/// [`iid_values`] for rows not yet checked: each is checked as
+/// [`ProbabilityRow::new`] checks it, in pass 1's read of it.
+pub(crate) fn iid_values_checking(
+    p: &[f64],
+    q: &[f64],
+    ns: &[i32],
+) -> Result<Vec<f64>, BoundError> {
+    let target = |source| BoundError::InvalidRow {
+        what: "target",
+        source,
+    };
+    let draft = |source| BoundError::InvalidRow {
+        what: "draft",
+        source,
+    };
+    if p.len() < SELECTION_MIN_VOCAB {
+        let p = ProbabilityRow::new(p).map_err(target)?;
+        let q = ProbabilityRow::new(q).map_err(draft)?;
+        return Ok(iid_values(Masses::of(p), Masses::of(q), ns));
+    }
+    let (mut p_blocks, mut q_blocks) = (CheckedBlocks::new(p), CheckedBlocks::new(q));
+    let buckets = TokenBuckets::of_tokens(p_blocks.by_ref(), q_blocks.by_ref(), p.len());
+    let p = Masses::of(p_blocks.finish().map_err(target)?);
+    let q = Masses::of(q_blocks.finish().map_err(draft)?);
+    Ok(buckets.values(p, q, ns))
+}
+
+/// Pass 1 of the bucket selection, over the values as given: each token's
+/// bucket by the ratio of its values, and the values' sums per bucket. For
+/// rows that stand for `values * scale`, the normalised ratios are these
+/// times `p_scale / q_scale`: the buckets keep their tokens and order, and
+/// only their bounds move ([`BucketSums::ratio_scale`]).
+struct TokenBuckets {
+    keys: Vec<u16>,
+    p: Vec<f64>,
+    q: Vec<f64>,
+}
+
+impl TokenBuckets {
+    /// Reads p and q once, in blocks of equal lengths: the keys of a
+    /// block in one vectorisable pass, then its sums while it is in L1.
+    /// One (p, q) accumulator per bucket: on real rows neighbouring tokens
+    /// share a bucket under 1% of the time (no chain of dependent stores
+    /// to break), and the ~1000 buckets in use then fit in L1 (more
+    /// accumulators per bucket measured slower).
+    fn of_tokens<'a>(
+        p: impl Iterator<Item = &'a [f64]>,
+        q: impl Iterator<Item = &'a [f64]>,
+        len: usize,
+    ) -> Self {
+        let mut keys: Vec<u16> = Vec::with_capacity(len);
+        let mut sums = vec![[0.0f64; 2]; BUCKETS];
+        for (p, q) in p.zip(q) {
+            let start = keys.len();
+            keys.extend(p.iter().zip(q).map(|(&a, &b)| bucket_of(a, b)));
+            for (&k, (&a, &b)) in keys[start..].iter().zip(p.iter().zip(q)) {
+                let sum = &mut sums[usize::from(k)];
+                sum[0] += a;
+                sum[1] += b;
+            }
+        }
+        Self {
+            keys,
+            p: sums.iter().map(|s| s[0]).collect(),
+            q: sums.iter().map(|s| s[1]).collect(),
+        }
+    }
+
+    /// The keys, and the bucket sums of the rows these values stand for.
+    fn sums(self, p: Masses, q: Masses) -> (Vec<u16>, BucketSums) {
+        let scaled = |sums: Vec<f64>, scale: f64| sums.into_iter().map(|m| m * scale).collect();
+        let sums = BucketSums::from_masses(
+            scaled(self.p, p.scale),
+            scaled(self.q, q.scale),
+            p.scale / q.scale,
+        );
+        (self.keys, sums)
+    }
+
+    /// alpha* - 1 for each n: the bucket ends, then the tokens of the
+    /// buckets that some n's optimum could lie inside.
+    fn values(self, p: Masses, q: Masses, ns: &[i32]) -> Vec<f64> {
+        let (keys, buckets) = self.sums(p, q);
         let (ends, union) = buckets.candidate_union(ns);
         let inside = gather_candidates(&keys, p, q, &union);
         buckets.best_values(p, q, ns, ends, &inside)
@@ -276,36 +368,15 @@ struct BucketSums {
     /// The buckets holding a token, ascending: the only prefix ends (an
     /// empty bucket ends the same set as the one before it).
     occupied: Vec<usize>,
+    /// What the buckets' ratio bounds are multiplied by: the tokens were
+    /// bucketed by the ratio of values that stand for `p_scale * p` and
+    /// `q_scale * q` ([`TokenBuckets`]).
+    ratio_scale: f64,
 }
 
 impl BucketSums {
-    /// Each token's bucket and the sums per bucket.
-    fn of_tokens(p: Masses, q: Masses) -> (Vec<u16>, Self) {
-        // The keys in one vectorisable pass, then the sums. Two interleaved
-        // accumulators per bucket, because consecutive tokens often share a
-        // bucket and one accumulator would serialise on its own stores.
-        let (p_scale, q_scale) = (p.scale, q.scale);
-        let scaled = || {
-            p.values
-                .iter()
-                .zip(q.values)
-                .map(move |(&a, &b)| (a * p_scale, b * q_scale))
-        };
-        let keys: Vec<u16> = scaled().map(|(a, b)| bucket_of(a, b)).collect();
-        let mut sums = vec![[0.0f64; 4]; BUCKETS];
-        for (i, (&k, (a, b))) in keys.iter().zip(scaled()).enumerate() {
-            let lane = 2 * (i & 1);
-            let sum = &mut sums[usize::from(k)];
-            sum[lane] += a;
-            sum[lane + 1] += b;
-        }
-        let bucket_p = sums.iter().map(|s| s[0] + s[2]).collect();
-        let bucket_q = sums.iter().map(|s| s[1] + s[3]).collect();
-        (keys, Self::from_masses(bucket_p, bucket_q))
-    }
-
     /// The sums before and after each bucket from the sums per bucket.
-    fn from_masses(bucket_p: Vec<f64>, bucket_q: Vec<f64>) -> Self {
+    fn from_masses(bucket_p: Vec<f64>, bucket_q: Vec<f64>, ratio_scale: f64) -> Self {
         let mut p_after = vec![0.0; BUCKETS];
         let mut q_after = vec![0.0; BUCKETS];
         for b in (0..BUCKETS - 1).rev() {
@@ -329,6 +400,7 @@ impl BucketSums {
             p_before,
             q_before,
             occupied,
+            ratio_scale,
         }
     }
 
@@ -375,7 +447,14 @@ impl BucketSums {
             p_before,
             q_before,
             occupied,
+            ratio_scale,
         } = self;
+        // The bounds of the normalised ratios, a few ulps wider for the
+        // rounding of the ratios and of the scale.
+        let (least_scale, most_scale) = (
+            ratio_scale * (1.0 - 4.0 * f64::EPSILON),
+            ratio_scale * (1.0 + 4.0 * f64::EPSILON),
+        );
         let end_value: Vec<f64> = occupied
             .iter()
             .map(|&b| {
@@ -397,7 +476,10 @@ impl BucketSums {
         for (&b, &value) in occupied.iter().zip(&end_value) {
             if bucket_q[b] > 0.0 {
                 let (x_all, y_all) = (bucket_q[b], bucket_p[b]);
-                let (least, most) = (bucket_floor(b), bucket_ceiling(b));
+                let (least, most) = (
+                    bucket_floor(b) * least_scale,
+                    bucket_ceiling(b) * most_scale,
+                );
                 // Cuts inside the bucket add q mass x and p mass y(x), convex
                 // (ratios ascending) with slopes in [least, most]: y(x) >=
                 // max(least x, Y - most (X - x)). The objective is then at
@@ -479,26 +561,39 @@ impl BucketSums {
 /// The tokens of the `candidate` buckets, sorted by (bucket, ratio, id).
 fn gather_candidates(keys: &[u16], p: Masses, q: Masses, candidate: &[bool]) -> Vec<Candidate> {
     // Candidate buckets hold a few thousand tokens of V, spread along the
-    // vocabulary: a branch per token would mispredict on each of them.
-    // Each block's positions are compacted branch-free (every position is
-    // written, the count advances only on candidates), then only the kept
-    // ones are read.
-    const BLOCK: usize = 1024;
-    let mut inside: Vec<Candidate> = Vec::new();
-    let mut kept_positions = [0u16; BLOCK];
-    for (block, chunk) in keys.chunks(BLOCK).enumerate() {
-        let mut kept = 0;
-        for (i, &k) in chunk.iter().enumerate() {
-            kept_positions[kept] = i as u16;
-            kept += usize::from(candidate[usize::from(k)]);
+    // vocabulary: a branch per token would mispredict on each of them. The
+    // tests of a run of keys are packed into a mask without a branch, and
+    // only runs holding a candidate (a few in ten) are looked at again.
+    const RUN: usize = 16;
+    let is_candidate = |k: u16| u32::from(candidate[usize::from(k)]);
+    let mut tokens = Vec::new();
+    let mut add_run = |start: usize, mut mask: u32| {
+        while mask != 0 {
+            tokens.push(start + mask.trailing_zeros() as usize);
+            mask &= mask - 1;
         }
-        for &i in &kept_positions[..kept] {
-            let t = block * BLOCK + usize::from(i);
-            inside.push((usize::from(keys[t]), ratio(p.at(t), q.at(t)), t));
-        }
+    };
+    let runs = keys.chunks_exact(RUN);
+    let rest = runs.remainder();
+    for (run, chunk) in runs.enumerate() {
+        let mask = (0..RUN).fold(0, |mask, i| mask | is_candidate(chunk[i]) << i);
+        add_run(run * RUN, mask);
     }
+    let mask = (0..rest.len()).fold(0, |mask, i| mask | is_candidate(rest[i]) << i);
+    add_run(keys.len() - rest.len(), mask);
+    // Their masses in a loop of their own: the reads miss the cache, and
+    // here many are in flight at once.
+    let mut inside: Vec<Candidate> = tokens
+        .into_iter()
+        .map(|t| (usize::from(keys[t]), bucketed_ratio(p, q, t), t))
+        .collect();
     sort_candidates(&mut inside);
     inside
+}
+
+/// The ratio token `t` was bucketed by: of its values as given.
+fn bucketed_ratio(p: Masses, q: Masses, t: usize) -> f64 {
+    ratio(p.values[t], q.values[t])
 }
 
 /// Sorts candidates by (bucket, ratio, id): the order the cuts inside a
@@ -530,7 +625,7 @@ fn certificate_with(
 ) -> Vec<usize> {
     let before_cut = |t: usize| {
         cut.is_some_and(|(ratio_cut, token_cut)| {
-            ratio(p.at(t), q.at(t))
+            bucketed_ratio(p, q, t)
                 .total_cmp(&ratio_cut)
                 .then(t.cmp(&token_cut))
                 .is_lt()
@@ -592,7 +687,7 @@ impl RatioBucketMasses {
             }
         }
         Ok(Self {
-            sums: BucketSums::from_masses(p, q),
+            sums: BucketSums::from_masses(p, q, 1.0),
         })
     }
 

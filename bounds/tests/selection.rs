@@ -4,9 +4,10 @@
 use mdsd_bounds::{
     BoundError, IidAlgorithm, RATIO_BUCKETS, RatioBucketMasses, SELECTION_MIN_VOCAB,
     acceptance_upper_bound, optimal_acceptance_iid, optimal_acceptance_iid_from_buckets,
-    optimal_acceptance_iid_many, optimal_acceptance_independent, ratio_bucket,
+    optimal_acceptance_iid_many, optimal_acceptance_iid_rows, optimal_acceptance_independent,
+    ratio_bucket,
 };
-use mdsd_core::{Distribution, DraftScheme, ProbabilityRow, Problem};
+use mdsd_core::{CoreError, Distribution, DraftScheme, ProbabilityRow, Problem};
 use proptest::prelude::*;
 
 fn normalised(w: Vec<f64>) -> Distribution {
@@ -72,7 +73,10 @@ proptest! {
     }
 
     /// Rows left unnormalised in a buffer (sums 1 ± 5e-7, as f32 rows
-    /// read into f64 have) against the same rows renormalised and copied.
+    /// read into f64 have) against the same rows renormalised and copied:
+    /// checked first (`ProbabilityRow`) and checked in the bucket pass
+    /// (`optimal_acceptance_iid_rows`, which buckets by the ratio of the
+    /// values as given).
     #[test]
     fn borrowed_rows_match_distributions(
         (p, q) in prop_oneof![adversarial(), adversarial_of(SELECTION_MIN_VOCAB..SELECTION_MIN_VOCAB + 2000)],
@@ -88,9 +92,58 @@ proptest! {
             &Distribution::from_probs(q_row.unnormalised()).unwrap(),
             &ns,
         ).unwrap();
-        for (n, (b, c)) in ns.iter().zip(borrowed.iter().zip(&copied)) {
+        let in_place = optimal_acceptance_iid_rows(p_row.unnormalised(), q_row.unnormalised(), &ns).unwrap();
+        for (n, ((b, i), c)) in ns.iter().zip(borrowed.iter().zip(&in_place).zip(&copied)) {
             prop_assert!((b - c).abs() <= 1e-12, "n {} borrowed {} copied {}", n, b, c);
+            prop_assert!((i - c).abs() <= 1e-12, "n {} in place {} copied {}", n, i, c);
         }
+    }
+}
+
+/// A row checked in the bucket pass fails as `ProbabilityRow::new` fails,
+/// naming which row, on both sides of the vocabulary size where the pass
+/// takes over; the target is checked first.
+#[test]
+fn rows_checked_in_place_name_what_is_wrong() {
+    for len in [10, SELECTION_MIN_VOCAB + 3000] {
+        let fine = vec![1.0 / len as f64; len];
+        let mut negative = fine.clone();
+        negative[len - 2] = -1e-3;
+        let mut nan = fine.clone();
+        nan[len / 2] = f64::NAN;
+        let heavy: Vec<f64> = fine.iter().map(|x| x * 1.01).collect();
+        for (bad, what) in [(&negative, "draft"), (&nan, "target"), (&heavy, "draft")] {
+            let (p, q) = if what == "target" {
+                (bad, &fine)
+            } else {
+                (&fine, bad)
+            };
+            let err = optimal_acceptance_iid_rows(p, q, &[1, 4]).unwrap_err();
+            let expected = ProbabilityRow::new(bad).unwrap_err();
+            match err {
+                BoundError::InvalidRow {
+                    what: named,
+                    source,
+                } => {
+                    assert_eq!(named, what);
+                    assert_eq!(source.to_string(), expected.to_string());
+                }
+                other => panic!("{other}"),
+            }
+        }
+        let err = optimal_acceptance_iid_rows(&nan, &negative, &[1]).unwrap_err();
+        assert!(
+            matches!(err, BoundError::InvalidRow { what: "target", source: CoreError::NonFinite { index, .. } } if index == len / 2),
+            "{err}"
+        );
+        assert!(matches!(
+            optimal_acceptance_iid_rows(&fine, &fine[1..], &[1]),
+            Err(BoundError::Invalid(CoreError::LengthMismatch { .. }))
+        ));
+        assert!(matches!(
+            optimal_acceptance_iid_rows(&fine, &fine, &[0]),
+            Err(BoundError::Invalid(CoreError::NoDrafts))
+        ));
     }
 }
 

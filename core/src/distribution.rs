@@ -13,59 +13,134 @@ pub struct Distribution {
     probs: Vec<f64>,
 }
 
-/// The sum and the least entry, in one branch-free pass that vectorises:
-/// LANES independent accumulators (a single running sum is a chain of V
-/// dependent additions, which at V = 151936 costs more than the rest of
-/// validation). Every entry is finite and non-negative exactly when the
-/// least is at least 0 and the sum is finite (a NaN or +inf makes the sum
-/// non-finite), barring a sum of finite entries that overflows.
-fn sum_and_least(values: &[f64]) -> (f64, f64) {
-    const LANES: usize = 8;
-    let mut sums = [0.0; LANES];
-    let mut least = [f64::INFINITY; LANES];
-    let chunks = values.chunks_exact(LANES);
-    let rest = chunks.remainder();
-    for chunk in chunks {
-        for lane in 0..LANES {
-            let v = chunk[lane];
+/// A probability vector checked while it is read, block by block, in
+/// order: for a pass that reads every entry for its own work, where a
+/// separate checking pass would be a second read of the row from memory
+/// (at V = 151936 that read costs a fifth of computing alpha* for 8 n).
+/// Iterating gives the blocks, [`CheckedBlocks::BLOCK`] entries each (the
+/// last may be shorter); [`CheckedBlocks::finish`] reads whatever was not
+/// read and gives what [`ProbabilityRow::new`] gives, row or error.
+///
+/// ```
+/// use mdsd_core::{CheckedBlocks, ProbabilityRow};
+///
+/// let probs = vec![0.5, 0.25, 0.25];
+/// let mut blocks = CheckedBlocks::new(&probs);
+/// // The pass's own work on each block, here the largest entry.
+/// let largest = blocks.by_ref().flatten().fold(0.0f64, |m, &v| m.max(v));
+/// assert_eq!(largest, 0.5);
+/// assert_eq!(blocks.finish()?, ProbabilityRow::new(&probs)?);
+/// assert!(CheckedBlocks::new(&[0.5, -0.1]).finish().is_err());
+/// # Ok::<(), mdsd_core::CoreError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct CheckedBlocks<'a> {
+    probs: &'a [f64],
+    /// Entries handed out, and entries checked (all but the last block).
+    read: usize,
+    checked: usize,
+    /// LANES independent sums and least entries: one running sum would be
+    /// a chain of V dependent additions, and this way the pass vectorises.
+    sums: [f64; LANES],
+    least: [f64; LANES],
+}
+
+const LANES: usize = 8;
+
+impl<'a> CheckedBlocks<'a> {
+    /// Entries per block: 8 KiB of f64, so that a block of a target row
+    /// and one of a draft row stay in L1 while a pass works on them.
+    pub const BLOCK: usize = 1024;
+
+    /// Nothing is read yet.
+    pub fn new(probs: &'a [f64]) -> Self {
+        Self {
+            probs,
+            read: 0,
+            checked: 0,
+            sums: [0.0; LANES],
+            least: [f64::INFINITY; LANES],
+        }
+    }
+
+    /// The row, or the first thing wrong with it (the checks of
+    /// [`ProbabilityRow::new`]). Every entry is finite and non-negative
+    /// exactly when the least is at least 0 and the sum is finite (a NaN or
+    /// +inf makes the sum non-finite), barring a sum of finite entries that
+    /// overflows; only then is the row searched for the offender.
+    pub fn finish(mut self) -> Result<ProbabilityRow<'a>, CoreError> {
+        if self.probs.is_empty() {
+            return Err(CoreError::Empty);
+        }
+        self.read = self.probs.len();
+        self.check_read();
+        let sum = self.sums.iter().sum::<f64>();
+        let least = self.least.iter().fold(f64::INFINITY, |m, &v| v.min(m));
+        if !(sum.is_finite() && least >= 0.0) {
+            for (index, &value) in self.probs.iter().enumerate() {
+                if !value.is_finite() {
+                    return Err(CoreError::NonFinite { index, value });
+                }
+                if value < 0.0 {
+                    return Err(CoreError::Negative { index, value });
+                }
+            }
+        }
+        if (sum - 1.0).abs() > SUM_TOLERANCE {
+            return Err(CoreError::BadSum {
+                sum,
+                tolerance: SUM_TOLERANCE,
+            });
+        }
+        Ok(ProbabilityRow {
+            probs: self.probs,
+            sum,
+        })
+    }
+
+    /// Adds the entries handed out but not yet checked to the sums and
+    /// least entries, branch-free. Blocks are multiples of LANES long, so
+    /// entry i always lands in lane i % LANES, however the row is read.
+    fn check_read(&mut self) {
+        let block = &self.probs[self.checked..self.read];
+        self.checked = self.read;
+        // In locals: through `self` the lanes would live in memory, and the
+        // loop would not vectorise.
+        let (mut sums, mut least) = (self.sums, self.least);
+        let mut add = |lane: usize, v: f64| {
             sums[lane] += v;
             // A select, not f64::min (whose NaN rule blocks minpd).
             least[lane] = if v < least[lane] { v } else { least[lane] };
+        };
+        let chunks = block.chunks_exact(LANES);
+        let rest = chunks.remainder();
+        for chunk in chunks {
+            for (lane, &v) in chunk.iter().enumerate() {
+                add(lane, v);
+            }
         }
+        for (lane, &v) in rest.iter().enumerate() {
+            add(lane, v);
+        }
+        (self.sums, self.least) = (sums, least);
     }
-    let sum = sums.iter().sum::<f64>() + rest.iter().sum::<f64>();
-    let least = least
-        .iter()
-        .chain(rest)
-        .fold(f64::INFINITY, |m, &v| if v < m { v } else { m });
-    (sum, least)
 }
 
-/// The sum of `probs` once it is checked: non-empty, every entry finite
-/// and non-negative (the first offender named), the sum within
-/// [`SUM_TOLERANCE`] of 1.
-fn checked_sum(probs: &[f64]) -> Result<f64, CoreError> {
-    if probs.is_empty() {
-        return Err(CoreError::Empty);
-    }
-    let (sum, least) = sum_and_least(probs);
-    if !(sum.is_finite() && least >= 0.0) {
-        for (index, &value) in probs.iter().enumerate() {
-            if !value.is_finite() {
-                return Err(CoreError::NonFinite { index, value });
-            }
-            if value < 0.0 {
-                return Err(CoreError::Negative { index, value });
-            }
+impl<'a> Iterator for CheckedBlocks<'a> {
+    type Item = &'a [f64];
+
+    /// Checks the block handed out before this one, which the caller has
+    /// read by now: the first read of a block from memory is then the
+    /// caller's, overlapped with its work, and the check reads it from L1.
+    fn next(&mut self) -> Option<&'a [f64]> {
+        self.check_read();
+        let rest = &self.probs[self.read..];
+        if rest.is_empty() {
+            return None;
         }
+        self.read += rest.len().min(Self::BLOCK);
+        Some(&rest[..rest.len().min(Self::BLOCK)])
     }
-    if (sum - 1.0).abs() > SUM_TOLERANCE {
-        return Err(CoreError::BadSum {
-            sum,
-            tolerance: SUM_TOLERANCE,
-        });
-    }
-    Ok(sum)
 }
 
 /// A probability vector left in the caller's buffer: checked as
@@ -83,10 +158,7 @@ impl<'a> ProbabilityRow<'a> {
     /// Checks `probs` (finite, non-negative, sum within [`SUM_TOLERANCE`]
     /// of 1).
     pub fn new(probs: &'a [f64]) -> Result<Self, CoreError> {
-        Ok(Self {
-            sum: checked_sum(probs)?,
-            probs,
-        })
+        CheckedBlocks::new(probs).finish()
     }
 
     /// The entries as given, before renormalisation.
@@ -122,7 +194,7 @@ impl Distribution {
     /// of 1) and renormalises it.
     pub fn from_probs(probs: impl Into<Vec<f64>>) -> Result<Self, CoreError> {
         let mut probs = probs.into();
-        let sum = checked_sum(&probs)?;
+        let sum = ProbabilityRow::new(&probs)?.sum();
         probs.iter_mut().for_each(|x| *x /= sum);
         Ok(Self { probs })
     }

@@ -35,7 +35,7 @@ pub use context::{
     draft_paths,
 };
 pub use coupling::{Accepted, complete_plan, min_cut_certificate};
-pub use distribution::{Distribution, ProbabilityRow, SUM_TOLERANCE, Transform};
+pub use distribution::{CheckedBlocks, Distribution, ProbabilityRow, SUM_TOLERANCE, Transform};
 pub use error::CoreError;
 pub use problem::{Plan, Problem};
 pub use scheme::{

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use mdsd_core::{
-    CoreError, DEFAULT_ENUMERATION_LIMIT, Distribution, DraftSampler, DraftScheme, ProbabilityRow,
-    SchemeKind, Transform,
+    CheckedBlocks, CoreError, DEFAULT_ENUMERATION_LIMIT, Distribution, DraftSampler, DraftScheme,
+    ProbabilityRow, SchemeKind, Transform,
 };
 use proptest::prelude::*;
 use rand::SeedableRng;
@@ -63,6 +63,84 @@ fn borrowed_rows_are_checked_like_distributions() {
         assert!((x / borrowed.sum() - y).abs() <= 1e-16);
     }
     assert_eq!(ProbabilityRow::from(&copied).sum(), 1.0);
+}
+
+/// A row of `len` entries around the block length, summing to `1 + off`,
+/// with `bad` (NaN, inf or negative) at `at` when given.
+fn blocked_row(len: usize, off: f64, bad: Option<(usize, f64)>) -> Vec<f64> {
+    let mut row: Vec<f64> = (0..len).map(|i| (1 + i % 7) as f64).collect();
+    let sum: f64 = row.iter().sum();
+    row.iter_mut().for_each(|x| *x *= (1.0 + off) / sum);
+    if let Some((at, value)) = bad {
+        row[at % len] = value;
+    }
+    row
+}
+
+proptest! {
+    /// However much of a row is read before `finish` (none, some blocks,
+    /// all), the blocks are the row in order, BLOCK long but the last, and
+    /// `finish` gives what `ProbabilityRow::new` gives: the same sum to the
+    /// bit, or the same error.
+    #[test]
+    fn checked_blocks_give_what_new_gives(
+        len in prop_oneof![1usize..20, 1000usize..1050, 2040usize..2060, 3000usize..5000],
+        off in prop_oneof![Just(0.0), -2e-6f64..2e-6],
+        bad in proptest::option::weighted(0.3, (0usize..5000, prop_oneof![
+            Just(f64::NAN), Just(f64::INFINITY), Just(-1e-9), Just(-0.0),
+        ])),
+        read in 0usize..6,
+    ) {
+        let row = blocked_row(len, off, bad);
+        let mut blocks = CheckedBlocks::new(&row);
+        let mut seen = Vec::new();
+        for block in blocks.by_ref().take(read) {
+            prop_assert!(block.len() == CheckedBlocks::BLOCK || seen.len() + block.len() == len);
+            seen.extend_from_slice(block);
+        }
+        let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        prop_assert_eq!(bits(&row[..seen.len()]), bits(&seen));
+        let checked = blocks.finish();
+        match (&checked, ProbabilityRow::new(&row)) {
+            (Ok(checked), Ok(new)) => {
+                prop_assert_eq!(checked.sum().to_bits(), new.sum().to_bits());
+                prop_assert_eq!(checked.unnormalised(), &row[..]);
+            }
+            // As text: a NaN entry makes the errors unequal as values.
+            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => prop_assert!(false, "blocks {:?}, new {:?}", a, b),
+        }
+        // And against the checks written out entry by entry.
+        let offender = row.iter().enumerate().find(|&(_, v)| !v.is_finite() || *v < 0.0);
+        let naive_sum: f64 = row.iter().sum();
+        match (checked, offender) {
+            (Err(CoreError::NonFinite { index, .. }), Some((at, v))) => {
+                prop_assert!(index == at && !v.is_finite());
+            }
+            (Err(CoreError::Negative { index, .. }), Some((at, v))) => {
+                prop_assert!(index == at && *v < 0.0);
+            }
+            (Err(CoreError::BadSum { sum, .. }), None) => {
+                prop_assert!((sum - naive_sum).abs() <= 1e-12 && (naive_sum - 1.0).abs() > 0.9e-6);
+            }
+            (Ok(checked), None) => {
+                prop_assert!((checked.sum() - naive_sum).abs() <= 1e-12 && (naive_sum - 1.0).abs() < 1.1e-6);
+            }
+            (checked, offender) => prop_assert!(false, "{:?} with offender {:?}", checked, offender),
+        }
+    }
+}
+
+#[test]
+fn checked_blocks_name_the_first_offender_past_the_first_block() {
+    let row = blocked_row(3000, 0.0, Some((2500, f64::NAN)));
+    let mut blocks = CheckedBlocks::new(&row);
+    assert_eq!(blocks.next().map(<[f64]>::len), Some(CheckedBlocks::BLOCK));
+    assert!(matches!(
+        blocks.finish(),
+        Err(CoreError::NonFinite { index: 2500, value }) if value.is_nan()
+    ));
+    assert_eq!(CheckedBlocks::new(&[]).finish(), Err(CoreError::Empty));
 }
 
 #[test]

@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use mdsd_bounds::{IidAlgorithm, optimal_acceptance_iid};
-use mdsd_core::{Distribution, Transform};
+use mdsd_core::{CoreError, Distribution, Transform};
 use mdsd_logits::{
-    Backend, CpuBackend, Matrix, Pairs, ReadOptions, Values, builtin_sample, read_pairs,
+    Backend, CpuBackend, LogitsError, Matrix, Pairs, ReadOptions, Values, builtin_sample,
+    read_pairs,
 };
 
 const NS: [usize; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
@@ -154,6 +155,32 @@ fn mismatched_batches_and_bad_rows_are_refused() {
         .optimal_acceptance_iid(&fine, &fine, &[0])
         .unwrap_err();
     assert!(err.to_string().contains("row 0"), "{err}");
+    // At full vocabulary rows are checked inside the bucket pass: the
+    // error still names the row, which of the two, and the entry.
+    let dense = read_pairs(
+        repository().join("data/qwen-coder-dense-8rows.npz"),
+        &ReadOptions::default(),
+    )
+    .unwrap()
+    .head(2);
+    let cols = dense.draft.cols();
+    let mut values: Vec<f64> = dense.draft.iter_rows().flatten().copied().collect();
+    values[cols + 70_000] = -0.1;
+    let bad_draft = Matrix::new(2, cols, values).unwrap();
+    let err = CpuBackend
+        .optimal_acceptance_iid(&dense.target, &bad_draft, &[1, 8])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LogitsError::InvalidRow {
+                what: "draft",
+                row: 1,
+                source: CoreError::Negative { index: 70_000, .. }
+            }
+        ),
+        "{err}"
+    );
 }
 
 /// Mean alpha* over `../shared/data`'s rows against the statistics its
