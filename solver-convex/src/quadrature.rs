@@ -266,7 +266,7 @@ enum Grouping {
 
 /// e^t - 1 for |t| <= 1/64 by its Taylor polynomial (remainder below
 /// |t|^8 / 8! < 1e-18 of it; `exp_m1` is a libm call per token).
-fn small_expm1(t: f64) -> f64 {
+pub(crate) fn small_expm1(t: f64) -> f64 {
     const INVERSE_FACTORIALS: [f64; 8] = [
         1.0,
         1.0 / 2.0,
