@@ -28,19 +28,19 @@
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
-use crate::newton::Evaluation;
 use crate::quadrature::{Assignment, Nodes, STEP, Selectable, small_expm1};
 
 /// Nodes with x = a_b c above this are left out of a bucket's row: e^(-40)
 /// is negligible, and 1 - δ x stays positive (|δ| < 0.016).
 const LIMIT: f64 = 40.0;
 
-/// The (approximate) Newton direction of `side` at `at`: zero on `held`
-/// tokens.
+/// The (approximate) Newton direction of `side` at theta, whose
+/// evaluation gave `nodes` and r = `marginal`: zero on `held` tokens.
 pub(crate) fn direction(
     side: &Selectable,
     theta: &[f64],
-    at: &Evaluation<Nodes>,
+    nodes: &Nodes,
+    marginal: &[f64],
     gradient: &[f64],
     held: &[bool],
 ) -> Vec<f64> {
@@ -53,7 +53,7 @@ pub(crate) fn direction(
             .map(|(g, &h)| if h { 0.0 } else { -g })
             .collect();
     }
-    let Nodes { c, phi } = &at.hessian;
+    let Nodes { c, phi } = nodes;
     let coarse: Vec<f64> = c.iter().step_by(3).copied().collect();
     let scale = (n * (n - 1)) as f64 * 3.0 * STEP;
     let omega: Vec<f64> = c
@@ -108,7 +108,7 @@ pub(crate) fn direction(
         .map(|y| {
             let (lam, mu) = diagonal_rows[index[tokens.slot[y] as usize]];
             (qa(y) * (lam - tokens.delta[y] * mu))
-                .max(1e-12 * at.marginal[y])
+                .max(1e-12 * marginal[y])
                 .max(1e-300)
         })
         .collect();
