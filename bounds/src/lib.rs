@@ -15,7 +15,10 @@
 //! [`optimal_acceptance_greedy`] (greedy and hub drafts),
 //! [`optimal_acceptance_independent`] (exact
 //! by subsets). [`acceptance_upper_bound`] bounds any verifier by any H, and
-//! [`optimal_acceptance_batch`] runs many rows in parallel.
+//! [`optimal_acceptance_batch`] runs many rows in parallel. For many n at
+//! once without certificates: [`optimal_acceptance_iid_many`], and
+//! [`optimal_acceptance_iid_rows`] for rows in a caller's buffer, checked
+//! in the same read of memory that buckets them.
 //!
 //! ```
 //! use mdsd_bounds::{optimal_acceptance_iid, IidAlgorithm};

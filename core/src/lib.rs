@@ -2,7 +2,8 @@
 //!
 //! The vocabulary of multi-draft speculative sampling: validated probability
 //! vectors ([`Distribution`], with temperature / top-k / top-p in
-//! [`Transform`]), the five draft schemes ([`DraftScheme`]: iid, without
+//! [`Transform`]; [`ProbabilityRow`] and [`CheckedBlocks`] for rows checked
+//! where they lie), the five draft schemes ([`DraftScheme`]: iid, without
 //! replacement, independent, greedy, SpecHub's hub) with their exact laws over ordered tuples
 //! and sets and seeded sampling, the [`Problem`] every solver takes, and the
 //! [`Plan`] (a verifier as an explicit conditional law) exact solvers return,
