@@ -62,6 +62,15 @@ pub(crate) fn direction(
         .step_by(3)
         .map(|(ck, f)| (scale * ck * ck * f.powi(n as i32 - 2)).sqrt())
         .collect();
+    // Nodes of weight W_k = ω_k² below 1e-16 of the largest change the
+    // model by less than its own rounding: at both ends (c² at small c,
+    // phi^(n-2) at large c) they are about a quarter of the nodes, and the
+    // system's cost grows with their square.
+    let largest = omega.iter().fold(0.0f64, |m, &w| m.max(w));
+    let weighty = |w: &f64| *w >= 1e-8 * largest;
+    let first = omega.iter().position(weighty).unwrap_or(0);
+    let end = omega.iter().rposition(weighty).map_or(first, |k| k + 1);
+    let (coarse, omega) = (coarse[first..end].to_vec(), omega[first..end].to_vec());
 
     let tokens = Assignment::new(theta);
     let qa =

@@ -158,28 +158,45 @@ fn nodes(theta: &[f64]) -> Vec<f64> {
     c
 }
 
-/// The first node where a c >= SERIES (nodes before it are in the series).
-fn series_end(a: f64, c: &[f64]) -> usize {
-    let k = ((SERIES / (a * c[0])).ln() / STEP).ceil().max(0.0) as usize;
-    k.min(c.len())
+/// A token of a token-by-token evaluation: its weight a = e^theta, the
+/// first node where a c >= SERIES (nodes before it are in the series), and
+/// e^(-a c) at the three nodes from there, which start the squaring chains
+/// of both passes (`body`): computed once, not once per pass.
+#[derive(Debug, Clone, Copy)]
+struct WeightedToken {
+    a: f64,
+    end: usize,
+    head: [f64; 3],
 }
 
-/// Calls `term(k, x, e^(-x))` for the nodes k >= start with x = a c_k <=
-/// limit: three exponentials, then e^(-2x) = (e^(-x))^2 along each third.
-fn body(a: f64, c: &[f64], start: usize, limit: f64, mut term: impl FnMut(usize, f64, f64)) {
-    let mut chain = [0.0; 3];
-    for (k, &ck) in c.iter().enumerate().skip(start) {
-        let x = a * ck;
-        if x > limit {
-            break;
+impl WeightedToken {
+    /// `series_from` = ln(SERIES / c_0): the series end from theta itself,
+    /// without a logarithm per token.
+    fn new(theta: f64, c: &[f64], series_from: f64) -> Self {
+        let a = theta.exp();
+        let end = (((series_from - theta) / STEP).ceil().max(0.0) as usize).min(c.len());
+        let head = std::array::from_fn(|i| c.get(end + i).map_or(0.0, |&ck| (-a * ck).exp()));
+        Self { a, end, head }
+    }
+
+    /// Calls `term(k, x, e^(-x))` for the nodes k >= end with x = a c_k <=
+    /// limit: the three head exponentials, then e^(-2x) = (e^(-x))^2 along
+    /// each third.
+    fn body(&self, c: &[f64], limit: f64, mut term: impl FnMut(usize, f64, f64)) {
+        let mut chain = [0.0; 3];
+        for (k, &ck) in c.iter().enumerate().skip(self.end) {
+            let x = self.a * ck;
+            if x > limit {
+                break;
+            }
+            let e = if k < self.end + 3 {
+                self.head[k - self.end]
+            } else {
+                chain[k % 3] * chain[k % 3]
+            };
+            chain[k % 3] = e;
+            term(k, x, e);
         }
-        let e = if k < start + 3 {
-            (-x).exp()
-        } else {
-            chain[k % 3] * chain[k % 3]
-        };
-        chain[k % 3] = e;
-        term(k, x, e);
     }
 }
 
@@ -226,23 +243,22 @@ fn left_tail() -> f64 {
 /// token's series end directly, those before it through the token's
 /// moments q a^j, bucketed by series end (node k gets every bucket above
 /// k: Σ_j (-c_k)^j / j! Σ q a^j).
-fn drafted_by_token(side: &Selectable, a: &[f64], c: &[f64]) -> Vec<f64> {
+fn drafted_by_token(side: &Selectable, tokens: &[WeightedToken], c: &[f64]) -> Vec<f64> {
     let k_count = c.len();
     let (mut drafted, buckets) = side
         .q
         .par_chunks(CHUNK)
-        .zip(a.par_chunks(CHUNK))
-        .map(|(q, a)| {
+        .zip(tokens.par_chunks(CHUNK))
+        .map(|(q, tokens)| {
             let mut sums = vec![0.0; k_count];
             let mut buckets = vec![[0.0; TERMS]; k_count + 1];
-            for (&qy, &ay) in q.iter().zip(a) {
-                let end = series_end(ay, c);
+            for (&qy, token) in q.iter().zip(tokens) {
                 let mut power = qy;
-                for entry in buckets[end].iter_mut() {
+                for entry in buckets[token.end].iter_mut() {
                     *entry += power;
-                    power *= ay;
+                    power *= token.a;
                 }
-                body(ay, c, end, UNDERFLOW, |k, _, e| sums[k] += qy * e);
+                token.body(c, UNDERFLOW, |k, _, e| sums[k] += qy * e);
             }
             (sums, buckets)
         })
@@ -275,18 +291,22 @@ fn drafted_by_token(side: &Selectable, a: &[f64], c: &[f64]) -> Vec<f64> {
 
 /// r token by token: the series part through node moments of the
 /// kernel, the rest directly.
-fn marginal_by_token(side: &Selectable, a: &[f64], c: &[f64], kernel: &[f64]) -> Vec<f64> {
+fn marginal_by_token(
+    side: &Selectable,
+    tokens: &[WeightedToken],
+    c: &[f64],
+    kernel: &[f64],
+) -> Vec<f64> {
     let scale = side.n as f64;
     let kernel_moments = moments(kernel, c);
     side.q
         .par_iter()
-        .zip(a.par_iter())
+        .zip(tokens.par_iter())
         .with_min_len(CHUNK)
-        .map(|(&qy, &ay)| {
-            let end = series_end(ay, c);
-            let mut sum = series(ay, &kernel_moments[end]);
-            body(ay, c, end, NEGLIGIBLE, |k, _, e| sum += kernel[k] * e);
-            scale * qy * ay * sum
+        .map(|(&qy, token)| {
+            let mut sum = series(token.a, &kernel_moments[token.end]);
+            token.body(c, NEGLIGIBLE, |k, _, e| sum += kernel[k] * e);
+            scale * qy * token.a * sum
         })
         .collect()
 }
@@ -294,8 +314,8 @@ fn marginal_by_token(side: &Selectable, a: &[f64], c: &[f64], kernel: &[f64]) ->
 /// How an evaluation sums over tokens.
 enum Grouping {
     Buckets(Buckets),
-    /// One by one, with their weights a = e^theta.
-    Tokens(Vec<f64>),
+    /// One by one.
+    Tokens(Vec<WeightedToken>),
 }
 
 /// e^t - 1 for |t| <= 1/64 by its Taylor polynomial (remainder below
@@ -560,17 +580,18 @@ fn evaluate(side: &Selectable, theta: &[f64], grouped: bool) -> Evaluation<Nodes
     let grouping = if grouped {
         Grouping::Buckets(Buckets::new(side.q, theta))
     } else {
+        let series_from = (SERIES / c[0]).ln();
         Grouping::Tokens(
             theta
                 .par_iter()
                 .with_min_len(CHUNK)
-                .map(|t| t.exp())
+                .map(|&t| WeightedToken::new(t, &c, series_from))
                 .collect(),
         )
     };
     let drafted = match &grouping {
         Grouping::Buckets(buckets) => buckets.drafted(&c),
-        Grouping::Tokens(a) => drafted_by_token(side, a, &c),
+        Grouping::Tokens(tokens) => drafted_by_token(side, tokens, &c),
     };
     let n = side.n as i32;
     let base = side.base;
@@ -583,7 +604,7 @@ fn evaluate(side: &Selectable, theta: &[f64], grouped: bool) -> Evaluation<Nodes
         .collect();
     let marginal = match &grouping {
         Grouping::Buckets(buckets) => buckets.marginal(side, &c, &kernel),
-        Grouping::Tokens(a) => marginal_by_token(side, a, &c, &kernel),
+        Grouping::Tokens(tokens) => marginal_by_token(side, tokens, &c, &kernel),
     };
 
     // P(S > 0) = (base + Σ q)^n - base^n; phi^n - base^n as a difference of
