@@ -565,9 +565,12 @@ fn evaluate_lumping_zero(side: &Selectable, theta: &[f64]) -> Evaluation<Nodes> 
         .q
         .iter()
         .zip(theta)
-        .map(|(&qy, &t)| match t == 0.0 {
-            true => qy * per_q,
-            false => others.next().copied().unwrap_or_default(),
+        .map(|(&qy, &t)| {
+            if t == 0.0 {
+                qy * per_q
+            } else {
+                others.next().copied().unwrap_or_default()
+            }
         })
         .collect();
     Evaluation { marginal, ..lumped }
@@ -715,9 +718,12 @@ mod tests {
         for (share, n) in [(3, 2), (1, 4), (0, 8)] {
             let base = 1.0 - total;
             let theta: Vec<f64> = (0..q.len())
-                .map(|i| match i % 4 < share {
-                    true => 0.0,
-                    false => 0.3 * i as f64 - 6.0,
+                .map(|i| {
+                    if i % 4 < share {
+                        0.0
+                    } else {
+                        0.3 * i as f64 - 6.0
+                    }
                 })
                 .collect();
             for theta in [theta, vec![0.0; q.len()]] {
