@@ -16,8 +16,9 @@
 //! the inner one over theta >= 0 (r >= p on H*), where the acceptance
 //! Σ min(p, r) is alpha* = p(H*) + 1 - q(H*)^n. The solver's tolerance only
 //! costs acceptance, never exactness. Both programs live on the draft's
-//! support, and large ones start from programs over groups of tokens by
-//! ratio p/q (module `ratio_groups`).
+//! support, and start from a clipped log-ratio model of the weights, or,
+//! from 4096 tokens, from programs over groups of tokens by ratio p/q
+//! (module `ratio_groups`).
 //!
 //! [`GlobalResolution::solve`] is the published baseline (Thomas & Pal):
 //! the same two programs over enumerated draft sets of a truncation set,

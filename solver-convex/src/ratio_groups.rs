@@ -1,5 +1,6 @@
-//! A starting point for large programs from a small program over groups of
-//! tokens by their ratio p / q.
+//! Starting points: for large programs a small program over groups of
+//! tokens by their ratio p / q; for the others (and the coarsest group
+//! level) `model_start`, a clipped log-ratio model of the weights.
 //!
 //! At a KKT point of either program of the enumeration-free solver,
 //! `r_y = q_y g(theta_y)` with one increasing function g per program (the
