@@ -96,8 +96,10 @@ impl Potential for Selectable<'_> {
     ) -> Vec<f64> {
         let lumped = |y: usize| held[y] && theta[y] == 0.0;
         let count = (0..theta.len()).filter(|&y| lumped(y)).count();
-        if count < 2 || self.q.len() >= GROUPED {
-            return laplacian::direction(self, theta, &at.hessian, &at.marginal, gradient, held);
+        let grouped = self.q.len() >= GROUPED;
+        if count < 2 || grouped {
+            let (nodes, marginal) = (&at.hessian, &at.marginal);
+            return laplacian::direction(self, theta, nodes, marginal, gradient, held, grouped);
         }
         let kept: Vec<usize> = (0..theta.len()).filter(|&y| !lumped(y)).collect();
         let pick = |x: &[f64], lump: f64| -> Vec<f64> {
@@ -118,6 +120,7 @@ impl Potential for Selectable<'_> {
             &pick(&at.marginal, 0.0),
             &pick(gradient, 0.0),
             &held_kept,
+            false,
         );
         let mut direction = vec![0.0; theta.len()];
         for (&y, &d) in kept.iter().zip(&reduced) {
@@ -158,44 +161,85 @@ fn nodes(theta: &[f64]) -> Vec<f64> {
     c
 }
 
-/// A token of a token-by-token evaluation: its weight a = e^theta, the
-/// first node where a c >= SERIES (nodes before it are in the series), and
-/// e^(-a c) at the three nodes from there, which start the squaring chains
-/// of both passes (`body`): computed once, not once per pass.
+/// `ln(x / c_0)` for the values x of a c where a token's nodes change
+/// hands: from its series to its body (`SERIES`), and past the last term
+/// each pass needs (`UNDERFLOW`, `NEGLIGIBLE`), so that each token finds
+/// its nodes from theta alone, without a logarithm or a test per node.
+#[derive(Debug, Clone, Copy)]
+struct NodeLogs {
+    series: f64,
+    underflow: f64,
+    negligible: f64,
+}
+
+impl NodeLogs {
+    fn new(c: &[f64]) -> Self {
+        let from = |x: f64| (x / c[0]).ln();
+        Self {
+            series: from(SERIES),
+            underflow: from(UNDERFLOW),
+            negligible: from(NEGLIGIBLE),
+        }
+    }
+}
+
+/// A token of a token-by-token evaluation: its weight a = e^theta, its
+/// body (the nodes from the first with a c >= SERIES, before which it is
+/// in the series, up to a c = UNDERFLOW for phi and a c = NEGLIGIBLE for
+/// r), and e^(-a c) at the body's first three nodes, which start its
+/// squaring chains (c_(k+3) = 2 c_k, so e^(-a c_(k+3)) = (e^(-a c_k))²):
+/// computed once, not once per pass.
 #[derive(Debug, Clone, Copy)]
 struct WeightedToken {
     a: f64,
     end: usize,
+    underflow: usize,
+    negligible: usize,
     head: [f64; 3],
 }
 
 impl WeightedToken {
-    /// `series_from` = ln(SERIES / c_0): the series end from theta itself,
-    /// without a logarithm per token.
-    fn new(theta: f64, c: &[f64], series_from: f64) -> Self {
+    fn new(theta: f64, c: &[f64], logs: NodeLogs) -> Self {
         let a = theta.exp();
-        let end = (((series_from - theta) / STEP).ceil().max(0.0) as usize).min(c.len());
+        // Node k sits at ln(c_k / c_0) = k STEP up to rounding, which only
+        // moves a boundary term at the limits (e^-60 of the integral, or
+        // an underflow), and at SERIES where both sides are exact.
+        let end = (((logs.series - theta) / STEP).ceil().max(0.0) as usize).min(c.len());
+        let past =
+            |log: f64| (((log - theta) / STEP).floor().max(0.0) as usize + 1).clamp(end, c.len());
         let head = std::array::from_fn(|i| c.get(end + i).map_or(0.0, |&ck| (-a * ck).exp()));
-        Self { a, end, head }
+        Self {
+            a,
+            end,
+            underflow: past(logs.underflow),
+            negligible: past(logs.negligible),
+            head,
+        }
     }
 
-    /// Calls `term(k, x, e^(-x))` for the nodes k >= end with x = a c_k <=
-    /// limit: the three head exponentials, then e^(-2x) = (e^(-x))^2 along
-    /// each third.
-    fn body(&self, c: &[f64], limit: f64, mut term: impl FnMut(usize, f64, f64)) {
-        let mut chain = [0.0; 3];
-        for (k, &ck) in c.iter().enumerate().skip(self.end) {
-            let x = self.a * ck;
-            if x > limit {
-                break;
+    /// `Σ_k v_k e^(-a c_k)` over the body up to NEGLIGIBLE: one sum per
+    /// squaring chain, so that neither the squares nor the sums wait on
+    /// the previous node.
+    fn body_dot(&self, v: &[f64]) -> f64 {
+        let (mut e, mut sums) = (self.head, [0.0; 3]);
+        let body = v[self.end..self.negligible].chunks(3);
+        for values in body {
+            for (i, &v) in values.iter().enumerate() {
+                sums[i] += v * e[i];
+                e[i] *= e[i];
             }
-            let e = if k < self.end + 3 {
-                self.head[k - self.end]
-            } else {
-                chain[k % 3] * chain[k % 3]
-            };
-            chain[k % 3] = e;
-            term(k, x, e);
+        }
+        sums.iter().sum()
+    }
+
+    /// `sums_k += weight e^(-a c_k)` over the body up to UNDERFLOW.
+    fn body_add(&self, weight: f64, sums: &mut [f64]) {
+        let mut e = self.head;
+        for sums in sums[self.end..self.underflow].chunks_mut(3) {
+            for (i, sum) in sums.iter_mut().enumerate() {
+                *sum += weight * e[i];
+                e[i] *= e[i];
+            }
         }
     }
 }
@@ -258,7 +302,7 @@ fn drafted_by_token(side: &Selectable, tokens: &[WeightedToken], c: &[f64]) -> V
                     *entry += power;
                     power *= token.a;
                 }
-                token.body(c, UNDERFLOW, |k, _, e| sums[k] += qy * e);
+                token.body_add(qy, &mut sums);
             }
             (sums, buckets)
         })
@@ -304,8 +348,7 @@ fn marginal_by_token(
         .zip(tokens.par_iter())
         .with_min_len(CHUNK)
         .map(|(&qy, token)| {
-            let mut sum = series(token.a, &kernel_moments[token.end]);
-            token.body(c, NEGLIGIBLE, |k, _, e| sum += kernel[k] * e);
+            let sum = series(token.a, &kernel_moments[token.end]) + token.body_dot(kernel);
             scale * qy * token.a * sum
         })
         .collect()
@@ -583,12 +626,12 @@ fn evaluate(side: &Selectable, theta: &[f64], grouped: bool) -> Evaluation<Nodes
     let grouping = if grouped {
         Grouping::Buckets(Buckets::new(side.q, theta))
     } else {
-        let series_from = (SERIES / c[0]).ln();
+        let logs = NodeLogs::new(&c);
         Grouping::Tokens(
             theta
                 .par_iter()
                 .with_min_len(CHUNK)
-                .map(|&t| WeightedToken::new(t, &c, series_from))
+                .map(|&t| WeightedToken::new(t, &c, logs))
                 .collect(),
         )
     };
@@ -757,8 +800,15 @@ mod tests {
             .map(|i| theta[i] == 0.0 && gradient[i] > 0.0)
             .collect();
         let lumped = side.direction(&theta, &at, &gradient, &held);
-        let tokens =
-            laplacian::direction(&side, &theta, &at.hessian, &at.marginal, &gradient, &held);
+        let tokens = laplacian::direction(
+            &side,
+            &theta,
+            &at.hessian,
+            &at.marginal,
+            &gradient,
+            &held,
+            false,
+        );
         let scale = tokens.iter().fold(0.0f64, |m, d| m.max(d.abs()));
         for (y, (a, b)) in lumped.iter().zip(&tokens).enumerate() {
             assert!((a - b).abs() <= 1e-12 * scale, "token {y}: {a} vs {b}");
