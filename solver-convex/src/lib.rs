@@ -282,7 +282,9 @@ impl ConvexSolver {
 /// 1 - p(support), which would lose it to rounding when it is small). The
 /// sum runs in LANES independent accumulators: a single one is a chain of
 /// dependent additions, which at V = 151936 costs more than solving a
-/// top-10 draft's programs.
+/// top-10 draft's programs. Each chunk's tests become a bit mask, and p
+/// is masked rather than branched on: drafted tokens are spread along the
+/// vocabulary, and a branch per token mispredicted on each of them.
 fn draft_support(p: &[f64], q: &[f64]) -> (Vec<usize>, f64) {
     const LANES: usize = 8;
     let mut support = Vec::new();
@@ -290,14 +292,17 @@ fn draft_support(p: &[f64], q: &[f64]) -> (Vec<usize>, f64) {
     let (p_chunks, q_chunks) = (p.chunks_exact(LANES), q.chunks_exact(LANES));
     let (p_left, q_left) = (p_chunks.remainder(), q_chunks.remainder());
     for (chunk, (p, q)) in p_chunks.zip(q_chunks).enumerate() {
-        let mut drafted = false;
+        let mut drafted = 0u32;
         for lane in 0..LANES {
-            drafted |= q[lane] > 0.0;
-            rest[lane] += if q[lane] > 0.0 { 0.0 } else { p[lane] };
+            let positive = q[lane] > 0.0;
+            drafted |= u32::from(positive) << lane;
+            // All ones where q = 0 (keep p), zero where q > 0 (add +0.0).
+            let keep = u64::from(positive).wrapping_sub(1);
+            rest[lane] += f64::from_bits(p[lane].to_bits() & keep);
         }
-        if drafted {
-            let first = chunk * LANES;
-            support.extend((first..first + LANES).filter(|&y| q[y - first] > 0.0));
+        while drafted != 0 {
+            support.push(chunk * LANES + drafted.trailing_zeros() as usize);
+            drafted &= drafted - 1;
         }
     }
     let first = p.len() - p_left.len();
