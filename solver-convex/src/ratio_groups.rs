@@ -174,30 +174,45 @@ fn model_start(program: &Program<Selectable>) -> Vec<f64> {
     let (lo, hi) = program.bounds;
     let (base, n) = (program.potential.base, program.potential.n as i32);
     let total = (base + q.iter().sum::<f64>()).powi(n) - base.powi(n);
-    // Σ_y clamp(p_y, g0 q_y e^lo, g0 q_y e^hi), increasing in g0, between
-    // g0 e^lo Σ q and g0 e^hi Σ q: the root lies in a bracket of width
-    // e^(hi - lo), bisected in ln g0 to 1e-6 (Newton corrects the rest).
+    // F(g0) = Σ_y clamp(p_y, g0 q_y e^lo, g0 q_y e^hi) is increasing and
+    // piecewise linear in g0, between g0 e^lo Σ q and g0 e^hi Σ q: the root
+    // lies in a bracket of width e^(hi - lo), where Newton on F lands on it
+    // once it reaches the root's linear piece (a few steps where bisection
+    // took 25 passes over the tokens), falling back to bisection in ln g0
+    // when a step leaves the bracket, down to 1e-6 (Newton corrects the rest).
     let (low_factor, high_factor) = (lo.exp(), hi.exp());
-    let model_total = |g0: f64| -> f64 {
-        p.iter()
-            .zip(q)
-            .map(|(&p, &q)| p.max(g0 * q * low_factor).min(g0 * q * high_factor))
-            .sum()
+    // F(g0) and its slope, the q e^lo or q e^hi of the clamped tokens.
+    let model_total = |g0: f64| -> (f64, f64) {
+        p.iter().zip(q).fold((0.0, 0.0), |(sum, slope), (&p, &q)| {
+            let (least, most) = (g0 * q * low_factor, g0 * q * high_factor);
+            let clamped = f64::from(u8::from(p <= least)) * low_factor
+                + f64::from(u8::from(p >= most)) * high_factor;
+            (sum + p.max(least).min(most), slope + clamped * q)
+        })
     };
     let q_total: f64 = q.iter().sum();
     let (mut below, mut above) = (
         total / (high_factor * q_total),
         total / (low_factor * q_total),
     );
+    let mut g0 = (below * above).sqrt();
     while above > below * (1.0 + 1e-6) {
-        let middle = (below * above).sqrt();
-        if model_total(middle) < total {
-            below = middle;
-        } else {
-            above = middle;
+        let (value, slope) = model_total(g0);
+        if (value - total).abs() <= 1e-14 * total {
+            break;
         }
+        if value < total {
+            below = g0;
+        } else {
+            above = g0;
+        }
+        let newton = g0 + (total - value) / slope;
+        g0 = if newton > below && newton < above {
+            newton
+        } else {
+            (below * above).sqrt()
+        };
     }
-    let g0 = (below * above).sqrt();
     p.iter()
         .zip(q)
         .map(|(&p, &q)| (p / (q * g0)).ln().clamp(lo, hi))
@@ -210,7 +225,7 @@ mod tests {
     use crate::newton::Stop;
 
     /// The model's r, clamp(p_y, g0 q_y e^lo, g0 q_y e^hi) at the start's
-    /// g0, sums to P(S > 0) (to the bisection's relative 1e-6 in g0, which
+    /// g0, sums to P(S > 0) (to the bracket's relative 1e-6 in g0, which
     /// bounds the sum's relative error by the same), and the start lies in
     /// the box: inner side
     /// (theta >= 0, nothing else drafted) and outer side (theta <= 0, H*
