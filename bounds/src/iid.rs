@@ -5,7 +5,7 @@ use mdsd_core::{CheckedBlocks, CoreError, Distribution, ProbabilityRow};
 
 use crate::BoundError;
 use crate::objective;
-use crate::order::{ascending_ratio_order, masses_after, ratio};
+use crate::order::{ascending_ratio_order, masses_after, ratio, ratio_key};
 
 /// How [`crate::optimal_acceptance_iid`] finds the optimal prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -600,13 +600,8 @@ fn bucketed_ratio(p: Masses, q: Masses, t: usize) -> f64 {
 /// bucket are taken in.
 fn sort_candidates(inside: &mut [Candidate]) {
     // A bucket is non-decreasing in the ratio (`bucket_of`), so (ratio, id)
-    // alone gives that order, packed into one integer: one branch-free
-    // comparison instead of three. Ratios are non-negative (or +inf),
-    // whose bit patterns order as their values. `abs` makes the -0.0 of a
-    // p = -0.0 entry (valid input) the +0.0 it equals.
-    inside.sort_unstable_by_key(|&(_, ratio, token)| {
-        (u128::from(ratio.abs().to_bits()) << 64) | token as u128
-    });
+    // alone gives that order.
+    inside.sort_unstable_by_key(|&(_, ratio, token)| ratio_key(ratio, token));
 }
 
 /// The bucket-end pass of one n.

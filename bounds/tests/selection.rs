@@ -3,9 +3,9 @@
 
 use mdsd_bounds::{
     BoundError, IidAlgorithm, RATIO_BUCKETS, RatioBucketMasses, SELECTION_MIN_VOCAB,
-    acceptance_upper_bound, optimal_acceptance_iid, optimal_acceptance_iid_from_buckets,
-    optimal_acceptance_iid_many, optimal_acceptance_iid_rows, optimal_acceptance_independent,
-    ratio_bucket,
+    acceptance_upper_bound, ascending_ratio_order, optimal_acceptance_iid,
+    optimal_acceptance_iid_from_buckets, optimal_acceptance_iid_many, optimal_acceptance_iid_rows,
+    optimal_acceptance_independent, ratio_bucket,
 };
 use mdsd_core::{CoreError, Distribution, DraftScheme, ProbabilityRow, Problem};
 use proptest::prelude::*;
@@ -276,5 +276,27 @@ fn negative_zero_entries_order_as_zero() {
             "n {n}: sort {} many {alpha}",
             sort.alpha
         );
+    }
+}
+
+proptest! {
+    /// The ratio order is the sort of (p/q, id) written out with a
+    /// comparator (q = 0 last, -0.0 as the zero it is, tied with +0.0 by
+    /// id), on adversarial rows with ties, zeros and negative zeros.
+    #[test]
+    fn ratio_order_is_the_sort_by_ratio_then_id(
+        (p, q) in adversarial_of(1..400),
+        negative in prop::collection::vec(any::<bool>(), 400),
+    ) {
+        let mut p = p.probs().to_vec();
+        p.iter_mut()
+            .zip(&negative)
+            .filter(|(x, _)| **x < 1e-290)
+            .for_each(|(x, &n)| *x = if n { -0.0 } else { 0.0 });
+        let q = q.probs();
+        let ratio = |y: usize| if q[y] > 0.0 { (p[y] / q[y]).abs() } else { f64::INFINITY };
+        let mut expected: Vec<usize> = (0..p.len()).collect();
+        expected.sort_by(|&a, &b| ratio(a).total_cmp(&ratio(b)).then(a.cmp(&b)));
+        prop_assert_eq!(ascending_ratio_order(&p, q), expected);
     }
 }

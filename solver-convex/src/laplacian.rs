@@ -159,36 +159,9 @@ impl Linearised<'_> {
                 .zip(&inverse_roots)
                 .for_each(|(u, r)| *u *= w * r);
         }
+        // G read in place: its (k, i) entry is table[k v + i].
         let k_count = self.coarse.len();
-        let mut system = DMatrix::<f64>::identity(k_count, k_count);
-        // system -= G Gᵀ, G read in place: its (k, i) entry is table[k v +
-        // i], so G has strides (v, 1) and Gᵀ (1, v). matrixmultiply takes
-        // any strides; through nalgebra, Gᵀ had to be copied (a third of
-        // the product's time again, at top-1000 drafts), and a view of G
-        // with a row stride tripped an out-of-bounds check inside its
-        // small-matrix path.
-        let (rows, columns) = (k_count as isize, v as isize);
-        // SAFETY: A = G is K x F and B = Gᵀ is F x K, both within `table`
-        // (largest index (K - 1) v + F - 1 < K v); C is `system`, K x K,
-        // column-major with strides (1, K), its own allocation.
-        unsafe {
-            matrixmultiply::dgemm(
-                k_count,
-                f,
-                k_count,
-                -1.0,
-                table.as_ptr(),
-                columns,
-                1,
-                table.as_ptr(),
-                1,
-                columns,
-                1.0,
-                system.as_mut_ptr(),
-                1,
-                rows,
-            );
-        }
+        let system = identity_minus_gram(&table, (k_count, f), (v, 1));
         let table = DMatrix::from_vec(v, k_count, table);
         let transposed = table.rows(0, f);
         let scaled = DVector::from_iterator(
@@ -297,8 +270,7 @@ impl Linearised<'_> {
             }
         }
         // I - ω C ω, and ω t.
-        let mut system = DMatrix::<f64>::identity(k_count, k_count);
-        system.gemm(-1.0, &factor, &factor.transpose(), 1.0);
+        let system = identity_minus_gram(factor.as_slice(), factor.shape(), (1, k_count));
         rhs.iter_mut().zip(omega).for_each(|(t, w)| *t *= w);
         let solution = solve_ridged(system, rhs);
         let z: Vec<f64> = solution.iter().zip(omega).map(|(y, w)| y * w).collect();
@@ -318,6 +290,44 @@ impl Linearised<'_> {
             })
             .collect()
     }
+}
+
+/// I - G Gᵀ for the K x F matrix G whose (k, i) entry is `g[k rs + i
+/// cs]`, `shape` = (K, F) and `strides` = (rs, cs): one product by
+/// matrixmultiply's gemm, which takes any strides, so G is read where it
+/// lies (through nalgebra, Gᵀ had to be copied, a third of the product's
+/// time again at top-1000 drafts, and a view of G with a row stride
+/// tripped an out-of-bounds check inside its small-matrix path).
+fn identity_minus_gram(g: &[f64], shape: (usize, usize), strides: (usize, usize)) -> DMatrix<f64> {
+    let ((rows, columns), (rs, cs)) = (shape, strides);
+    assert!(
+        rows == 0 || columns == 0 || (rows - 1) * rs + (columns - 1) * cs < g.len(),
+        "G lies within its slice"
+    );
+    let mut system = DMatrix::<f64>::identity(rows, rows);
+    let (rs, cs, k) = (rs as isize, cs as isize, rows as isize);
+    // SAFETY: A = G (K x F, strides (rs, cs)) and B = Gᵀ (F x K, strides
+    // (cs, rs)) lie within `g` (asserted above); C is `system`, K x K,
+    // column-major with strides (1, K), its own allocation.
+    unsafe {
+        matrixmultiply::dgemm(
+            rows,
+            columns,
+            rows,
+            -1.0,
+            g.as_ptr(),
+            rs,
+            cs,
+            g.as_ptr(),
+            cs,
+            rs,
+            1.0,
+            system.as_mut_ptr(),
+            1,
+            k,
+        );
+    }
+    system
 }
 
 /// Σ x in four running sums: one would be a chain of dependent additions.

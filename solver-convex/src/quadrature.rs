@@ -207,7 +207,14 @@ impl WeightedToken {
         let end = (((logs.series - theta) / STEP).ceil().max(0.0) as usize).min(c.len());
         let past =
             |log: f64| (((log - theta) / STEP).floor().max(0.0) as usize + 1).clamp(end, c.len());
-        let head = std::array::from_fn(|i| c.get(end + i).map_or(0.0, |&ck| (-a * ck).exp()));
+        // The body's first nodes sit at a c in [1/64, 1/32), up to the
+        // rounding of `end`: a Taylor polynomial there, not a libm `exp`.
+        let head = std::array::from_fn(|i| {
+            c.get(end + i).map_or(0.0, |&ck| match a * ck {
+                x if x <= 1.0 / 32.0 => 1.0 + small_expm1(-x),
+                x => (-x).exp(),
+            })
+        });
         Self {
             a,
             end,
@@ -361,8 +368,8 @@ enum Grouping {
     Tokens(Vec<WeightedToken>),
 }
 
-/// e^t - 1 for |t| <= 1/64 by its Taylor polynomial (remainder below
-/// |t|^8 / 8! < 1e-18 of it; `exp_m1` is a libm call per token).
+/// e^t - 1 for |t| <= 1/32 by its Taylor polynomial to t^8 (remainder
+/// below |t|^8 / 9! < 3e-18 of it; `exp_m1` is a libm call per token).
 pub(crate) fn small_expm1(t: f64) -> f64 {
     const INVERSE_FACTORIALS: [f64; 8] = [
         1.0,
@@ -656,10 +663,13 @@ fn evaluate(side: &Selectable, theta: &[f64], grouped: bool) -> Evaluation<Nodes
     // P(S > 0) = (base + Σ q)^n - base^n; phi^n - base^n as a difference of
     // powers from phi - base, summed directly (no cancellation).
     let total = base + side.q.iter().sum::<f64>();
+    // x^n - base^n = d Σ_j x^j base^(n-1-j), d = x - base; the powers of
+    // base once per evaluation, not once per node.
+    let base_powers: Vec<f64> = (0..n).rev().map(|j| base.powi(j)).collect();
     let powers_diff = |x: f64, d: f64| -> f64 {
-        // x^n - base^n = d Σ_j x^j base^(n-1-j), d = x - base.
         (0..n)
-            .map(|j| x.powi(j) * base.powi(n - 1 - j))
+            .zip(&base_powers)
+            .map(|(j, b)| x.powi(j) * b)
             .sum::<f64>()
             * d
     };
