@@ -54,7 +54,7 @@ pub use global_resolution::{
     DEFAULT_ENUMERATION_BUDGET, DEFAULT_TRUNCATION, GlobalResolution, GlobalResolutionSolution,
 };
 use newton::{Program, Stop, assemble, gather};
-use quadrature::Selectable;
+use quadrature::{GROUPED, Selectable};
 
 /// Default bound on the acceptance lost to the solver, alpha* - alpha.
 pub const DEFAULT_TOLERANCE: f64 = 1e-7;
@@ -195,14 +195,21 @@ impl ConvexSolver {
             .then(|| restrict(target, draft, &support, rest))
             .transpose()?;
         let (target, draft) = restricted.as_ref().map_or((target, draft), |(p, q)| (p, q));
-        // On a worker of rayon's pool, a parallel pass over fewer tokens
-        // than one task runs inline; called from another thread, each would
-        // wake a worker and wait for it, which costs more than a small
-        // program's whole iteration. The pass over the vocabulary above
-        // stays on the calling thread, whose cache holds the rows.
-        rayon::scope(|_| {
-            self.solve_on_support(target, draft, drafts.n(), support, problem.vocab_size())
-        })
+        let small = support.len() < GROUPED;
+        let solve =
+            || self.solve_on_support(target, draft, drafts.n(), support, problem.vocab_size());
+        // Below GROUPED tokens the programs make no parallel call and run on
+        // the calling thread (handing them to a worker of rayon's pool and
+        // waiting cost 0.1-0.25 ms a solve at top 1000, a fifth of it).
+        // Larger ones do, and each call from outside the pool would wake a
+        // worker and wait for it: there the whole solve goes to the pool
+        // once. The pass over the vocabulary above stays on the calling
+        // thread, whose cache holds the rows.
+        if small {
+            solve()
+        } else {
+            rayon::scope(|_| solve())
+        }
     }
 
     /// Solves the programs of the problem restricted to the draft's

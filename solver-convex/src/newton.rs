@@ -6,6 +6,7 @@ use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
 use crate::ConvexError;
+use crate::quadrature::GROUPED;
 
 /// Armijo's sufficient-decrease constant.
 const ARMIJO: f64 = 1e-4;
@@ -324,12 +325,14 @@ pub(crate) fn assemble(
     let mut inner_weights = vec![0.0; v];
     let iterations = outer.1.iterations + inner.1.iterations;
     for ((tokens, solved), weights) in [(outer, &mut outer_weights), (inner, &mut inner_weights)] {
-        let exponentials: Vec<f64> = solved
-            .theta
-            .par_iter()
-            .with_min_len(4096)
-            .map(|t| t.exp())
-            .collect();
+        // In parallel only for programs large enough to run in rayon's pool
+        // (`ConvexSolver::solve`): below, the call would wait for a worker.
+        let exponential = |t: &f64| t.exp();
+        let exponentials: Vec<f64> = if solved.theta.len() < GROUPED {
+            solved.theta.iter().map(exponential).collect()
+        } else {
+            solved.theta.par_iter().map(exponential).collect()
+        };
         for ((&y, w), r) in tokens.iter().zip(exponentials).zip(solved.marginal) {
             weights[y] = w;
             selected[y] = r;
