@@ -235,8 +235,12 @@ impl ConvexSolver {
             .iter()
             .filter(|&&y| y < support.len())
             .for_each(|&y| in_h[y] = true);
-        let inner: Vec<usize> = (0..support.len()).filter(|&y| in_h[y]).collect();
-        let outer: Vec<usize> = (0..support.len()).filter(|&y| !in_h[y]).collect();
+        // Sized up front, not grown by doubling: at full vocabulary each
+        // growth step was a fresh mapping of up to 2 MB to fault in.
+        let mut inner = Vec::with_capacity(bound.certificate.len());
+        inner.extend(bound.certificate.iter().take_while(|&&y| y < support.len()));
+        let mut outer = Vec::with_capacity(support.len() - inner.len());
+        outer.extend((0..support.len()).filter(|&y| !in_h[y]));
         let q_h: f64 = inner.iter().map(|&y| q[y]).sum();
 
         let side_tolerance = 0.5 * self.tolerance;
