@@ -18,7 +18,8 @@
 //! costs acceptance, never exactness. Both programs live on the draft's
 //! support, and start from a clipped log-ratio model of the weights, or,
 //! from 4096 tokens, from programs over groups of tokens by ratio p/q
-//! (module `ratio_groups`).
+//! (module `ratio_groups`). Supports below 8192 tokens are solved on the
+//! calling thread; larger ones on rayon's pool.
 //!
 //! [`GlobalResolution::solve`] is the published baseline (Thomas & Pal):
 //! the same two programs over enumerated draft sets of a truncation set,
