@@ -324,16 +324,19 @@ pub(crate) fn assemble(
     let mut outer_weights = vec![0.0; v];
     let mut inner_weights = vec![0.0; v];
     let iterations = outer.1.iterations + inner.1.iterations;
-    for ((tokens, solved), weights) in [(outer, &mut outer_weights), (inner, &mut inner_weights)] {
-        // In parallel only for programs large enough to run in rayon's pool
+    for ((tokens, mut solved), weights) in
+        [(outer, &mut outer_weights), (inner, &mut inner_weights)]
+    {
+        // In place (a vector of the vocabulary's size less to fault in), and
+        // in parallel only for programs large enough to run in rayon's pool
         // (`ConvexSolver::solve`): below, the call would wait for a worker.
-        let exponential = |t: &f64| t.exp();
-        let exponentials: Vec<f64> = if solved.theta.len() < GROUPED {
-            solved.theta.iter().map(exponential).collect()
+        let exponential = |t: &mut f64| *t = t.exp();
+        if solved.theta.len() < GROUPED {
+            solved.theta.iter_mut().for_each(exponential);
         } else {
-            solved.theta.par_iter().map(exponential).collect()
-        };
-        for ((&y, w), r) in tokens.iter().zip(exponentials).zip(solved.marginal) {
+            solved.theta.par_iter_mut().for_each(exponential);
+        }
+        for ((&y, &w), &r) in tokens.iter().zip(&solved.theta).zip(&solved.marginal) {
             weights[y] = w;
             selected[y] = r;
         }

@@ -76,11 +76,7 @@ impl Potential for Selectable<'_> {
     type Hessian = Nodes;
 
     fn evaluate(&self, theta: &[f64]) -> Evaluation<Nodes> {
-        if self.q.len() >= GROUPED {
-            evaluate(self, theta, true)
-        } else {
-            evaluate_lumping_zero(self, theta)
-        }
+        evaluate_lumping_zero(self, theta)
     }
 
     /// Tokens held at theta = 0 as one held token, below `GROUPED` tokens
@@ -565,52 +561,71 @@ impl Buckets {
     }
 }
 
-/// `evaluate` token by token, with the tokens at theta = 0 as one token.
-/// Tokens of one weight enter phi only through their total q, and each
-/// gets r_y = q_y g(0) from the same integral, so this is exact. Zero is a
-/// bound of both programs, where most of a solved program's tokens sit
-/// (at top 1000 drafts and n = 8, nine in ten of the inner program's), and
-/// where the coarsest grouped program starts: the evaluation then costs
-/// per token away from 0. (Buckets of theta, which do the same at full
-/// vocabulary, cost per bucket more than a few tokens do.)
+/// `evaluate` with the tokens at theta = 0 as one token: by buckets of
+/// theta from `GROUPED` tokens off 0, token by token below. Tokens of one
+/// weight enter phi only through their total q, and each gets r_y = q_y
+/// g(0) from the same integral, so this is exact. Zero is a bound of both
+/// programs, where most of a solved program's tokens sit (at top 1000
+/// drafts and n = 8, nine in ten of the inner program's; at full
+/// vocabulary, on real rows, every token of the outer program's start and
+/// half of the inner's), and where the coarsest grouped program starts:
+/// the evaluation then costs per token away from 0.
 fn evaluate_lumping_zero(side: &Selectable, theta: &[f64]) -> Evaluation<Nodes> {
     let at_zero = theta.iter().filter(|&&t| t == 0.0).count();
     if at_zero < 2 {
-        return evaluate(side, theta, false);
+        return evaluate(side, theta, theta.len() >= GROUPED);
     }
     let kept = theta.len() - at_zero;
-    let (mut q, mut kept_theta) = (Vec::with_capacity(kept + 1), Vec::with_capacity(kept + 1));
-    let mut q_zero = 0.0;
+    // Without a branch per token (whether theta is 0 follows no pattern
+    // along the vocabulary): every token is written at `next`, which moves
+    // on only past the kept ones, so that the last slot, kept, ends up
+    // free for the lumped token.
+    let (mut q, mut kept_theta) = (vec![0.0; kept + 1], vec![0.0; kept + 1]);
+    let mut next = 0;
     for (&qy, &t) in side.q.iter().zip(theta) {
-        if t == 0.0 {
-            q_zero += qy;
-        } else {
-            q.push(qy);
-            kept_theta.push(t);
-        }
+        q[next] = qy;
+        kept_theta[next] = t;
+        next += usize::from(t != 0.0);
     }
-    q.push(q_zero);
-    kept_theta.push(0.0);
-    let lumped = evaluate(&Selectable { q: &q, ..*side }, &kept_theta, false);
+    let q_zero = mass_at_zero(side.q, theta);
+    q[kept] = q_zero;
+    kept_theta[kept] = 0.0;
+    let grouped = theta.len() >= GROUPED;
+    let lumped = evaluate(&Selectable { q: &q, ..*side }, &kept_theta, grouped);
     let per_q = if q_zero > 0.0 {
         lumped.marginal[kept] / q_zero
     } else {
         0.0
     };
-    let mut others = lumped.marginal.iter();
+    next = 0;
     let marginal = side
         .q
         .iter()
         .zip(theta)
         .map(|(&qy, &t)| {
-            if t == 0.0 {
-                qy * per_q
-            } else {
-                others.next().copied().unwrap_or_default()
-            }
+            let (zero, other) = (t == 0.0, lumped.marginal[next]);
+            next += usize::from(!zero);
+            if zero { qy * per_q } else { other }
         })
         .collect();
     Evaluation { marginal, ..lumped }
+}
+
+/// `Σ q_y` over the tokens at theta = 0, by blocks: summed one by one
+/// into a total near 1, the q of 1e-17 and below that real rows hold by
+/// the ten thousand would be lost (at full vocabulary, 1e-12 of r's total).
+fn mass_at_zero(q: &[f64], theta: &[f64]) -> f64 {
+    const BLOCK: usize = 256;
+    q.chunks(BLOCK)
+        .zip(theta.chunks(BLOCK))
+        .map(|(q, theta)| {
+            let mut lanes = [0.0; 4];
+            for (i, (&qy, &t)) in q.iter().zip(theta).enumerate() {
+                lanes[i % 4] += if t == 0.0 { qy } else { 0.0 };
+            }
+            lanes.iter().sum::<f64>()
+        })
+        .sum()
 }
 
 /// The potential and r at the weights a = e^theta, with node sums by

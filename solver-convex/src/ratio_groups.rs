@@ -87,17 +87,15 @@ fn warm_start(
         let ratio = (p / q).clamp(RATIO_FLOOR, RATIO_CEILING);
         ((ratio.to_bits() >> shift) - first_key) as u32
     };
-    let keys: Vec<u32> = p
-        .par_iter()
-        .zip(q)
-        .with_min_len(CHUNK)
-        .map(|(&p, &q)| key(p, q))
-        .collect();
+    // Keys are computed again for the interpolation below rather than kept:
+    // a division and a shift cost less than a vector of the program's size
+    // to fault in.
     let mut group_q = vec![0.0; groups];
     let mut group_p = vec![0.0; groups];
-    for ((&k, &q), &p) in keys.iter().zip(q).zip(p) {
-        group_q[k as usize] += q;
-        group_p[k as usize] += p;
+    for (&q, &p) in q.iter().zip(p) {
+        let k = key(p, q) as usize;
+        group_q[k] += q;
+        group_p[k] += p;
     }
     let occupied: Vec<usize> = (0..groups).filter(|&k| group_q[k] > 0.0).collect();
     if occupied.len() * SHRINK > q.len() {
@@ -136,12 +134,12 @@ fn warm_start(
         .zip(&grouped_q)
         .map(|(p, q)| p / q)
         .collect();
-    let start = keys
+    let start = p
         .par_iter()
-        .zip(p.par_iter().zip(q))
+        .zip(q)
         .with_min_len(CHUNK)
-        .map(|(&k, (&p, &q))| {
-            let i = index[k as usize];
+        .map(|(&p, &q)| {
+            let i = index[key(p, q) as usize];
             let rho = p / q;
             let neighbour = if rho >= centre[i] {
                 i + 1
