@@ -243,6 +243,11 @@ impl Distribution {
         &self.probs
     }
 
+    /// The entries, as the vector that held them (for reuse of its memory).
+    pub fn into_probs(self) -> Vec<f64> {
+        self.probs
+    }
+
     /// The vocabulary size.
     pub fn len(&self) -> usize {
         self.probs.len()

@@ -33,6 +33,7 @@ use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
 use crate::quadrature::{Assignment, Nodes, STEP, Selectable, small_expm1};
+use crate::scratch;
 
 /// Nodes with x = a_b c above this are left out of a bucket's row: e^(-40)
 /// is negligible, and 1 - δ x stays positive (|δ| < 0.016).
@@ -234,14 +235,15 @@ impl Linearised<'_> {
                 )
             })
             .collect();
-        let lambda: Vec<f64> = (0..theta.len())
+        let mut lambda = scratch::take(theta.len());
+        (0..theta.len())
             .into_par_iter()
             .with_min_len(4096)
             .map(|y| {
                 let (lam, mu) = diagonal_rows[index[tokens.slot[y] as usize]];
                 self.lambda(y, qa(y) * (lam - tokens.delta[y] * mu))
             })
-            .collect();
+            .collect_into_vec(&mut lambda);
 
         // C = Uᵀ Λ⁻¹ U and t = Uᵀ Λ⁻¹ g over the free tokens.
         let free = |y: usize| if held[y] { 0.0 } else { 1.0 };
@@ -278,7 +280,7 @@ impl Linearised<'_> {
             .iter()
             .map(|row| (node_sum(row, 1.0, 0.0, &z), node_sum(row, 0.0, -1.0, &z)))
             .collect();
-        (0..theta.len())
+        let direction = (0..theta.len())
             .into_par_iter()
             .with_min_len(4096)
             .map(|y| {
@@ -288,7 +290,10 @@ impl Linearised<'_> {
                 let (zeta, xi) = coupled[index[tokens.slot[y] as usize]];
                 -(gradient[y] + qa(y) * (zeta - tokens.delta[y] * xi)) / lambda[y]
             })
-            .collect()
+            .collect();
+        scratch::give(lambda);
+        scratch::give(tokens.delta);
+        direction
     }
 }
 

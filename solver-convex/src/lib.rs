@@ -46,6 +46,7 @@ mod laplacian;
 mod newton;
 mod quadrature;
 mod ratio_groups;
+mod scratch;
 
 use mdsd_bounds::{BoundError, IidAlgorithm, optimal_acceptance_iid};
 use mdsd_core::{CoreError, Distribution, Problem, SchemeKind};
@@ -206,11 +207,16 @@ impl ConvexSolver {
         // worker and wait for it: there the whole solve goes to the pool
         // once. The pass over the vocabulary above stays on the calling
         // thread, whose cache holds the rows.
-        if small {
+        let solution = if small {
             solve()
         } else {
             rayon::scope(|_| solve())
+        };
+        if let Some((target, draft)) = restricted {
+            scratch::give(target.into_probs());
+            scratch::give(draft.into_probs());
         }
+        solution
     }
 
     /// Solves the programs of the problem restricted to the draft's
@@ -275,6 +281,9 @@ impl ConvexSolver {
             ratio_groups::minimise(&inner_program, side_tolerance, self.max_iterations)?;
 
         let assembled = assemble(p, (&outer, outer_solved), (&inner, inner_solved));
+        [outer_q, outer_p, inner_q, inner_p]
+            .into_iter()
+            .for_each(scratch::give);
         Ok(ConvexSolution {
             alpha: assembled.alpha,
             alpha_star: bound.alpha,
@@ -341,8 +350,13 @@ fn restrict(
     rest: f64,
 ) -> Result<(Distribution, Distribution), CoreError> {
     let (p, q) = (target.probs(), draft.probs());
-    let mut p_support = gather(support, p);
-    let mut q_support = gather(support, q);
+    // With room for the token of the rest.
+    let (mut p_support, mut q_support) = (
+        scratch::take(support.len() + 1),
+        scratch::take(support.len() + 1),
+    );
+    p_support.extend(support.iter().map(|&y| p[y]));
+    q_support.extend(support.iter().map(|&y| q[y]));
     if rest > 0.0 {
         p_support.push(rest);
         q_support.push(0.0);

@@ -5,8 +5,8 @@
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
-use crate::ConvexError;
 use crate::quadrature::GROUPED;
+use crate::{ConvexError, scratch};
 
 /// Armijo's sufficient-decrease constant.
 const ARMIJO: f64 = 1e-4;
@@ -78,7 +78,9 @@ pub(crate) struct Solved {
 
 impl<P: Potential> Program<'_, P> {
     fn gradient(&self, r: &[f64]) -> Vec<f64> {
-        r.iter().zip(self.p).map(|(r, p)| r - p).collect()
+        let mut gradient = scratch::take(r.len());
+        gradient.extend(r.iter().zip(self.p).map(|(r, p)| r - p));
+        gradient
     }
 
     /// Whether theta_k is within `margin` of a bound that its gradient
@@ -167,25 +169,35 @@ impl<P: Potential> Program<'_, P> {
             let slack = 1e-14 * (1.0 + value.abs());
             let mut step = 1.0;
             loop {
-                let trial: Vec<f64> = theta
-                    .iter()
-                    .zip(&direction)
-                    .map(|(t, d)| (t + step * d).clamp(lo, hi))
-                    .collect();
+                let mut trial = scratch::take(theta.len());
+                trial.extend(
+                    theta
+                        .iter()
+                        .zip(&direction)
+                        .map(|(t, d)| (t + step * d).clamp(lo, hi)),
+                );
                 let decrease: f64 = trial
                     .iter()
                     .zip(&theta)
                     .zip(&gradient)
                     .map(|((t1, t0), g)| (t1 - t0) * g)
                     .sum();
-                let evaluated = self.objective(&trial);
-                if evaluated.0 <= value + ARMIJO * decrease + slack || step < 1e-10 {
-                    theta = trial;
-                    current = evaluated;
+                let mut evaluated = self.objective(&trial);
+                let accepted = evaluated.0 <= value + ARMIJO * decrease + slack || step < 1e-10;
+                if accepted {
+                    std::mem::swap(&mut theta, &mut trial);
+                    std::mem::swap(&mut current, &mut evaluated);
+                }
+                // The point left behind.
+                scratch::give(trial);
+                scratch::give(evaluated.1.marginal);
+                if accepted {
                     break;
                 }
                 step *= 0.5;
             }
+            scratch::give(gradient);
+            scratch::give(direction);
         }
     }
 
@@ -296,7 +308,9 @@ pub(crate) fn block_direction(
 
 /// `x` on `tokens`, in their order.
 pub(crate) fn gather(tokens: &[usize], x: &[f64]) -> Vec<f64> {
-    tokens.iter().map(|&y| x[y]).collect()
+    let mut gathered = scratch::take(tokens.len());
+    gathered.extend(tokens.iter().map(|&y| x[y]));
+    gathered
 }
 
 /// The outer and inner solutions back on the vocabulary.
@@ -340,6 +354,8 @@ pub(crate) fn assemble(
             weights[y] = w;
             selected[y] = r;
         }
+        scratch::give(solved.theta);
+        scratch::give(solved.marginal);
     }
     let alpha = p.iter().zip(&selected).map(|(p, r)| p.min(*r)).sum();
     Assembled {

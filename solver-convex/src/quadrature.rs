@@ -24,8 +24,8 @@
 
 use rayon::prelude::*;
 
-use crate::laplacian;
 use crate::newton::{Evaluation, Potential};
+use crate::{laplacian, scratch};
 
 /// Step of the rule in u = ln c: a third of ln 2, so that c doubles every
 /// three nodes and e^(-a c) squares (error e^(-π²/h), about 3e-19).
@@ -394,7 +394,7 @@ impl Assignment {
         let slots = (last - first + 1).max(0) as usize;
         let centre_theta = |slot: usize| (first + slot as i64) as f64 * BUCKET + 0.5 * BUCKET;
         let v = theta.len();
-        let (mut slot, mut delta) = (vec![0u32; v], vec![0.0; v]);
+        let (mut slot, mut delta) = (vec![0u32; v], scratch::filled(v, 0.0));
         slot.par_chunks_mut(CHUNK)
             .zip(delta.par_chunks_mut(CHUNK))
             .zip(theta.par_chunks(CHUNK))
@@ -548,6 +548,7 @@ impl Buckets {
         occupied.iter().enumerate().for_each(|(i, &s)| index[s] = i);
         let scale = side.n as f64;
         let tokens = &self.tokens;
+        let mut marginal = scratch::take(side.q.len());
         side.q
             .par_iter()
             .zip(tokens.slot.par_iter().zip(tokens.delta.par_iter()))
@@ -557,7 +558,8 @@ impl Buckets {
                 let weight = scale * qy * tokens.centre[s as usize] * (1.0 + d);
                 weight * table.iter().rev().fold(0.0, |acc, t| acc * d + t)
             })
-            .collect()
+            .collect_into_vec(&mut marginal);
+        marginal
     }
 }
 
@@ -580,7 +582,10 @@ fn evaluate_lumping_zero(side: &Selectable, theta: &[f64]) -> Evaluation<Nodes> 
     // along the vocabulary): every token is written at `next`, which moves
     // on only past the kept ones, so that the last slot, kept, ends up
     // free for the lumped token.
-    let (mut q, mut kept_theta) = (vec![0.0; kept + 1], vec![0.0; kept + 1]);
+    let (mut q, mut kept_theta) = (
+        scratch::filled(kept + 1, 0.0),
+        scratch::filled(kept + 1, 0.0),
+    );
     let mut next = 0;
     for (&qy, &t) in side.q.iter().zip(theta) {
         q[next] = qy;
@@ -591,24 +596,29 @@ fn evaluate_lumping_zero(side: &Selectable, theta: &[f64]) -> Evaluation<Nodes> 
     q[kept] = q_zero;
     kept_theta[kept] = 0.0;
     let grouped = theta.len() >= GROUPED;
-    let lumped = evaluate(&Selectable { q: &q, ..*side }, &kept_theta, grouped);
+    let Evaluation {
+        potential,
+        marginal: lumped,
+        hessian,
+    } = evaluate(&Selectable { q: &q, ..*side }, &kept_theta, grouped);
     let per_q = if q_zero > 0.0 {
-        lumped.marginal[kept] / q_zero
+        lumped[kept] / q_zero
     } else {
         0.0
     };
     next = 0;
-    let marginal = side
-        .q
-        .iter()
-        .zip(theta)
-        .map(|(&qy, &t)| {
-            let (zero, other) = (t == 0.0, lumped.marginal[next]);
-            next += usize::from(!zero);
-            if zero { qy * per_q } else { other }
-        })
-        .collect();
-    Evaluation { marginal, ..lumped }
+    let mut marginal = scratch::take(theta.len());
+    marginal.extend(side.q.iter().zip(theta).map(|(&qy, &t)| {
+        let (zero, other) = (t == 0.0, lumped[next]);
+        next += usize::from(!zero);
+        if zero { qy * per_q } else { other }
+    }));
+    [q, kept_theta, lumped].into_iter().for_each(scratch::give);
+    Evaluation {
+        potential,
+        marginal,
+        hessian,
+    }
 }
 
 /// `Σ q_y` over the tokens at theta = 0, by blocks: summed one by one
@@ -682,6 +692,9 @@ fn evaluate(side: &Selectable, theta: &[f64], grouped: bool) -> Evaluation<Nodes
         .map(|((&ck, &f), &d)| m * (-ck).exp() - powers_diff(f, d))
         .collect();
     let potential = STEP * (integrand.iter().sum::<f64>() + integrand[0] * left_tail());
+    if let Grouping::Buckets(buckets) = grouping {
+        scratch::give(buckets.tokens.delta);
+    }
     Evaluation {
         potential,
         marginal,

@@ -17,9 +17,9 @@
 
 use rayon::prelude::*;
 
-use crate::ConvexError;
 use crate::newton::{Program, Solved};
 use crate::quadrature::Selectable;
+use crate::{ConvexError, scratch};
 
 /// Programs of at least this many tokens start from a grouped program;
 /// smaller ones from `model_start`, which at top-1000 drafts needed 2-5
@@ -134,8 +134,8 @@ fn warm_start(
         .zip(&grouped_q)
         .map(|(p, q)| p / q)
         .collect();
-    let start = p
-        .par_iter()
+    let mut start = scratch::take(p.len());
+    p.par_iter()
         .zip(q)
         .with_min_len(CHUNK)
         .map(|(&p, &q)| {
@@ -152,7 +152,7 @@ fn warm_start(
             let t = (rho - centre[i]) / (centre[neighbour] - centre[i]);
             theta[i] + t * (theta[neighbour] - theta[i])
         })
-        .collect();
+        .collect_into_vec(&mut start);
     Some((start, grouped.iterations))
 }
 
