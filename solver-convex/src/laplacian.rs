@@ -336,7 +336,7 @@ fn identity_minus_gram(g: &[f64], shape: (usize, usize), strides: (usize, usize)
 }
 
 /// Σ x in four running sums: one would be a chain of dependent additions.
-fn lane_sum(x: &[f64]) -> f64 {
+pub(crate) fn lane_sum(x: &[f64]) -> f64 {
     let mut lanes = [0.0; 4];
     let chunks = x.chunks_exact(4);
     let rest: f64 = chunks.remainder().iter().sum();
