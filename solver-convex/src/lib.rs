@@ -19,7 +19,10 @@
 //! support, and start from a clipped log-ratio model of the weights, or,
 //! from 4096 tokens, from programs over groups of tokens by ratio p/q
 //! (module `ratio_groups`). Supports below 8192 tokens are solved on the
-//! calling thread; larger ones on rayon's pool.
+//! calling thread; larger ones on rayon's pool. Each thread that ran a
+//! large solve keeps up to 16 of its vocabulary-sized scratch vectors for
+//! the next one (module `scratch`; about 20 MB a thread at V = 151936),
+//! so that repeated solves do not fault their memory in afresh.
 //!
 //! [`GlobalResolution::solve`] is the published baseline (Thomas & Pal):
 //! the same two programs over enumerated draft sets of a truncation set,
