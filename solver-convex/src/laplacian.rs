@@ -17,7 +17,9 @@
 //! Approximations keep it cheap, and only cost Newton's rate, never
 //! exactness (the line search and the stop rule use the exact r):
 //! * every third node of the evaluation (step ln 2: relative error
-//!   e^(-π² / ln 2), about 7e-7 in the Hessian);
+//!   e^(-π² / ln 2), about 7e-7 in the Hessian), and only those where the
+//!   free tokens' rows of U live (`coarse_nodes`: 3e-7 of any free
+//!   token's curvature left out);
 //! * for programs evaluated through buckets of theta (from `GROUPED`
 //!   tokens, module `quadrature`), rows of U from the buckets
 //!   (`Assignment`) to first order in the offset δ = a / a_b - 1:
@@ -60,7 +62,10 @@ pub(crate) fn direction(
             .map(|(g, &h)| if h { 0.0 } else { -g })
             .collect();
     }
-    let (coarse, omega) = coarse_nodes(nodes, n);
+    let Some(free) = free_weights(theta, held) else {
+        return vec![0.0; theta.len()];
+    };
+    let (coarse, omega) = coarse_nodes(nodes, n, free);
     let at = Linearised {
         side,
         theta,
@@ -77,20 +82,45 @@ pub(crate) fn direction(
     }
 }
 
+/// The least and the greatest weight a = e^theta of the free tokens,
+/// `None` when every token is held.
+fn free_weights(theta: &[f64], held: &[bool]) -> Option<(f64, f64)> {
+    let (lo, hi) = theta
+        .iter()
+        .zip(held)
+        .filter(|&(_, &h)| !h)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (&t, _)| {
+            (lo.min(t), hi.max(t))
+        });
+    (lo <= hi).then(|| (lo.exp(), hi.exp()))
+}
+
 /// Every third node of the evaluation, c_k, and ω_k = W_k^(1/2) with
-/// `W_k = n (n-1) 3h c_k² phi(c_k)^(n-2)`, without the nodes at either
-/// end (c² at small c, phi^(n-2) at large c) whose weight is below 1e-16
-/// of the largest: about a quarter of the nodes, where the system's cost
-/// grows with their square. Dropping them moves the direction far less
-/// than the coarse nodes themselves do (in the unit test at n = 2, 1e-7
-/// against 1.4e-5 of its largest entry).
-fn coarse_nodes(nodes: &Nodes, n: usize) -> (Vec<f64>, Vec<f64>) {
+/// `W_k = n (n-1) 3h c_k² phi(c_k)^(n-2)`, on the nodes where some free
+/// token's row of U lives (weights `free` = (least, greatest)), without
+/// the nodes at either end whose weight is below 1e-16 of the largest
+/// there (c² at small c, phi^(n-2) at large c): the system's cost grows
+/// with the square of the node count. A free token's row is 0 past
+/// a c = LIMIT (`exponential_table`), so nodes above LIMIT / least change
+/// nothing. Below c = 1 / a, U_yk is about q_y a_y and W_k grows like c²,
+/// so the nodes below 2^-DEPTH / greatest add under 4^-DEPTH / 3 (3e-7) of
+/// any free token's Λ_y and coupling: about the coarse nodes' own error
+/// (module docs), where the weight alone kept nodes down to 1e-8 of the
+/// largest ω (at top-1000 drafts, n = 8, eleven nodes more of 34, the
+/// Gram product's size going with their square). Dropping nodes moves the
+/// direction far less than the coarse nodes themselves do (in the unit
+/// test at n = 2, 1e-7 against 1.4e-5 of its largest entry).
+fn coarse_nodes(nodes: &Nodes, n: usize, free: (f64, f64)) -> (Vec<f64>, Vec<f64>) {
+    const DEPTH: i32 = 10;
     let Nodes { c, phi } = nodes;
+    let (least, greatest) = free;
+    let (low, high) = (2f64.powi(-DEPTH) / greatest, LIMIT / least);
     let scale = (n * (n - 1)) as f64 * 3.0 * STEP;
     let (coarse, omega): (Vec<f64>, Vec<f64>) = c
         .iter()
         .zip(phi)
         .step_by(3)
+        .filter(|&(&ck, _)| (low..=high).contains(&ck))
         .map(|(&ck, f)| (ck, (scale * ck * ck * f.powi(n as i32 - 2)).sqrt()))
         .unzip();
     let largest = omega.iter().fold(0.0f64, |m, &w| m.max(w));
@@ -477,7 +507,8 @@ mod tests {
         gradient: &[f64],
         held: &[bool],
     ) -> Vec<f64> {
-        let (coarse, omega) = coarse_nodes(nodes, side.n);
+        let free = super::free_weights(theta, held).expect("a free token");
+        let (coarse, omega) = coarse_nodes(nodes, side.n, free);
         let u = DMatrix::from_fn(theta.len(), coarse.len(), |y, k| {
             let a = theta[y].exp();
             side.q[y] * a * (-a * coarse[k]).exp()
