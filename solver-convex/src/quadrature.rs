@@ -79,11 +79,8 @@ impl Potential for Selectable<'_> {
         evaluate_lumping_zero(self, theta)
     }
 
-    /// Tokens held at theta = 0 as one held token, below `GROUPED` tokens
-    /// (above, buckets of theta share their work already): a held token
-    /// enters the direction only through its term of Uᵀ 1 in Λ, which
-    /// tokens of one weight add up to through their total q, so this is the
-    /// same direction, with per-token work only for the others.
+    /// Token by token below `GROUPED` tokens, through buckets of theta
+    /// above (module `laplacian`).
     fn direction(
         &self,
         theta: &[f64],
@@ -91,39 +88,9 @@ impl Potential for Selectable<'_> {
         gradient: &[f64],
         held: &[bool],
     ) -> Vec<f64> {
-        let lumped = |y: usize| held[y] && theta[y] == 0.0;
-        let count = (0..theta.len()).filter(|&y| lumped(y)).count();
         let grouped = self.q.len() >= GROUPED;
-        if count < 2 || grouped {
-            let (nodes, marginal) = (&at.hessian, &at.marginal);
-            return laplacian::direction(self, theta, nodes, marginal, gradient, held, grouped);
-        }
-        let kept: Vec<usize> = (0..theta.len()).filter(|&y| !lumped(y)).collect();
-        let pick = |x: &[f64], lump: f64| -> Vec<f64> {
-            kept.iter().map(|&y| x[y]).chain([lump]).collect()
-        };
-        let q_lumped: f64 = (0..theta.len())
-            .filter(|&y| lumped(y))
-            .map(|y| self.q[y])
-            .sum();
-        let q = pick(self.q, q_lumped);
-        let side = Selectable { q: &q, ..*self };
-        let mut held_kept: Vec<bool> = kept.iter().map(|&y| held[y]).collect();
-        held_kept.push(true);
-        let reduced = laplacian::direction(
-            &side,
-            &pick(theta, 0.0),
-            &at.hessian,
-            &pick(&at.marginal, 0.0),
-            &pick(gradient, 0.0),
-            &held_kept,
-            false,
-        );
-        let mut direction = vec![0.0; theta.len()];
-        for (&y, &d) in kept.iter().zip(&reduced) {
-            direction[y] = d;
-        }
-        direction
+        let (nodes, marginal) = (&at.hessian, &at.marginal);
+        laplacian::direction(self, theta, nodes, marginal, gradient, held, grouped)
     }
 
     /// r is a softmax of the weights among the drafts: shifting every
@@ -803,41 +770,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// The direction with the held tokens at theta = 0 as one token is the
-    /// direction computed token by token (1e-12 relative).
-    #[test]
-    fn lumping_held_zeros_keeps_the_direction() {
-        let q: Vec<f64> = (1..=40).map(|i| (i % 7 + 1) as f64 / 170.0).collect();
-        let base = 1.0 - q.iter().sum::<f64>();
-        let theta: Vec<f64> = (0..q.len())
-            .map(|i| if i % 3 == 0 { 0.2 * i as f64 } else { 0.0 })
-            .collect();
-        let side = Selectable { q: &q, base, n: 4 };
-        let at = side.evaluate(&theta);
-        // Half the tokens at 0 pushed against the bound (held), the rest free.
-        let gradient: Vec<f64> = (0..q.len())
-            .map(|i| if i % 2 == 0 { 1e-3 } else { -2e-3 * q[i] })
-            .collect();
-        let held: Vec<bool> = (0..q.len())
-            .map(|i| theta[i] == 0.0 && gradient[i] > 0.0)
-            .collect();
-        let lumped = side.direction(&theta, &at, &gradient, &held);
-        let tokens = laplacian::direction(
-            &side,
-            &theta,
-            &at.hessian,
-            &at.marginal,
-            &gradient,
-            &held,
-            false,
-        );
-        let scale = tokens.iter().fold(0.0f64, |m, d| m.max(d.abs()));
-        for (y, (a, b)) in lumped.iter().zip(&tokens).enumerate() {
-            assert!((a - b).abs() <= 1e-12 * scale, "token {y}: {a} vs {b}");
-        }
-        assert!(lumped.iter().zip(&held).all(|(d, &h)| !h || *d == 0.0));
     }
 
     /// Many tokens per bucket, weights spanning e^-12 to e^12: the grouped
