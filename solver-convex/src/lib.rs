@@ -303,21 +303,27 @@ impl ConvexSolver {
 }
 
 /// The tokens of positive draft probability, ascending, in one pass over
-/// the draft alone (p is read only on them, by `restrict`). Each chunk's
-/// tests become a bit mask: drafted tokens are spread along the
-/// vocabulary, and a branch per token mispredicted on each of them.
+/// the draft alone (p is read only on them, by `restrict`). Blocks with
+/// no set bit are skipped after one OR over them (a truncated draft's
+/// are mostly empty: at top 1000 the pass took 0.8 of the time); the
+/// tests of the others become a bit mask: drafted tokens are spread along
+/// the vocabulary, and a branch per token mispredicted on each of them.
 fn draft_support(q: &[f64]) -> Vec<usize> {
-    const LANES: usize = 8;
+    const BLOCK: usize = 32;
     let mut support = Vec::new();
-    let chunks = q.chunks_exact(LANES);
-    let left = chunks.remainder();
-    for (chunk, q) in chunks.enumerate() {
+    let blocks = q.chunks_exact(BLOCK);
+    let left = blocks.remainder();
+    for (block, q) in blocks.enumerate() {
+        // Only +0.0 has no bit set (a draft's entries are never negative).
+        if q.iter().fold(0, |any, q| any | q.to_bits()) == 0 {
+            continue;
+        }
         let mut drafted = 0u32;
         for (lane, &q) in q.iter().enumerate() {
             drafted |= u32::from(q > 0.0) << lane;
         }
         while drafted != 0 {
-            support.push(chunk * LANES + drafted.trailing_zeros() as usize);
+            support.push(block * BLOCK + drafted.trailing_zeros() as usize);
             drafted &= drafted - 1;
         }
     }
@@ -387,4 +393,29 @@ fn restrict(
         Distribution::from_probs(p_support)?,
         Distribution::from_probs(q_support)?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::draft_support;
+
+    /// The support is the tokens with q > 0, ascending, whatever blocks
+    /// they fall in: empty blocks, full ones, -0.0 entries (bits set, not
+    /// drafted), and a remainder after the last whole block.
+    #[test]
+    fn draft_support_is_the_positive_entries() {
+        for v in [0, 5, 31, 32, 33, 64, 100, 1000] {
+            for stride in [1, 3, 32, 37, 200] {
+                let q: Vec<f64> = (0..v)
+                    .map(|y| match y % stride {
+                        0 => 1.0 / v as f64,
+                        1 => -0.0,
+                        _ => 0.0,
+                    })
+                    .collect();
+                let expected: Vec<usize> = (0..v).filter(|&y| q[y] > 0.0).collect();
+                assert_eq!(draft_support(&q), expected, "v = {v}, stride {stride}");
+            }
+        }
+    }
 }
