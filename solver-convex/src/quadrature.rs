@@ -168,9 +168,17 @@ impl WeightedToken {
         // Node k sits at ln(c_k / c_0) = k STEP up to rounding, which only
         // moves a boundary term at the limits (e^-60 of the integral, or
         // an underflow), and at SERIES where both sides are exact.
-        let end = (((logs.series - theta) / STEP).ceil().max(0.0) as usize).min(c.len());
-        let past =
-            |log: f64| (((log - theta) / STEP).floor().max(0.0) as usize + 1).clamp(end, c.len());
+        // Node counts, ceil'd or floor'd by truncation (`f64::ceil` and
+        // `f64::floor` are libm calls on baseline x86-64, three a token):
+        // the same on counts >= 0, and below, `as usize` saturates to 0 as
+        // the clamps at 0 did.
+        let count = |log: f64| (log - theta) / STEP;
+        let to_series = count(logs.series);
+        let below = to_series as usize;
+        let end = below
+            .saturating_add(usize::from((below as f64) < to_series))
+            .min(c.len());
+        let past = |log: f64| (count(log) as usize).saturating_add(1).clamp(end, c.len());
         // The body's first nodes sit at a c in [1/64, 1/32), up to the
         // rounding of `end`: a Taylor polynomial there, not a libm `exp`.
         let head = std::array::from_fn(|i| {
@@ -642,14 +650,18 @@ fn evaluate(side: &Selectable, theta: &[f64], grouped: bool) -> Evaluation<Nodes
     // powers from phi - base, summed directly (no cancellation).
     let total = base + side.q.iter().sum::<f64>();
     // x^n - base^n = d Σ_j x^j base^(n-1-j), d = x - base; the powers of
-    // base once per evaluation, not once per node.
+    // base once per evaluation, those of x by one multiplication each
+    // (`powi` is a libgcc call: n of them a node were a sixth of an
+    // evaluation at top-1000 drafts).
     let base_powers: Vec<f64> = (0..n).rev().map(|j| base.powi(j)).collect();
     let powers_diff = |x: f64, d: f64| -> f64 {
-        (0..n)
-            .zip(&base_powers)
-            .map(|(j, b)| x.powi(j) * b)
-            .sum::<f64>()
-            * d
+        let mut power = 1.0;
+        let terms = base_powers.iter().map(|b| {
+            let term = power * b;
+            power *= x;
+            term
+        });
+        terms.sum::<f64>() * d
     };
     let m = powers_diff(total, total - base);
     let integrand: Vec<f64> = c
