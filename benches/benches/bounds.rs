@@ -19,7 +19,9 @@ fn iid_sort_vs_selection(c: &mut Criterion) {
                 b.iter(|| {
                     let (p, q) = &rows[i % rows.len()];
                     i += 1;
-                    optimal_acceptance_iid(p, q, n, algorithm).unwrap().alpha
+                    optimal_acceptance_iid(p, q, n, algorithm)
+                        .unwrap()
+                        .alpha_star
                 });
             });
         }
@@ -38,7 +40,7 @@ fn wor_quadrature(c: &mut Criterion) {
                 let (p, q) = &rows[i % rows.len()];
                 i += 1;
                 let drafts = DraftScheme::without_replacement(q.clone(), n).unwrap();
-                optimal_acceptance_wor(p, &drafts).unwrap().alpha
+                optimal_acceptance_wor(p, &drafts).unwrap().alpha_star
             });
         });
     }

@@ -11,7 +11,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mdsd_benches::real_rows;
 use mdsd_bounds::optimal_acceptance;
 use mdsd_convex::{ConvexSolver, GlobalResolution};
-use mdsd_core::{DraftScheme, Problem};
+use mdsd_core::{DraftScheme, Problem, Solve};
 
 fn grid(c: &mut Criterion) {
     let rows = real_rows();
@@ -31,7 +31,8 @@ fn grid(c: &mut Criterion) {
             for problem in &problems {
                 if let Ok(solution) = solver.solve(problem) {
                     solved += 1;
-                    worst = worst.max((solution.alpha_star - solution.alpha).abs());
+                    worst = worst
+                        .max((solution.summary.alpha_star - solution.summary.acceptance).abs());
                 }
             }
             let baseline = GlobalResolution::default();
@@ -50,7 +51,10 @@ fn grid(c: &mut Criterion) {
             group.bench_with_input(BenchmarkId::new("convex", &id), &problems, |b, problems| {
                 b.iter(|| {
                     next = (next + 1) % problems.len();
-                    solver.solve(&problems[next]).map(|s| s.alpha).ok()
+                    solver
+                        .solve(&problems[next])
+                        .map(|s| s.summary.acceptance)
+                        .ok()
                 })
             });
             if baseline_solved == problems.len() {
@@ -60,7 +64,10 @@ fn grid(c: &mut Criterion) {
                     |b, problems| {
                         b.iter(|| {
                             next = (next + 1) % problems.len();
-                            baseline.solve(&problems[next]).map(|s| s.alpha).ok()
+                            baseline
+                                .solve(&problems[next])
+                                .map(|s| s.summary.acceptance)
+                                .ok()
                         })
                     },
                 );
@@ -71,7 +78,7 @@ fn grid(c: &mut Criterion) {
                 |b, problems| {
                     b.iter(|| {
                         next = (next + 1) % problems.len();
-                        optimal_acceptance(&problems[next]).unwrap().alpha
+                        optimal_acceptance(&problems[next]).unwrap().alpha_star
                     })
                 },
             );

@@ -64,7 +64,7 @@ fn backends(c: &mut Criterion) {
                         .map(|&n| {
                             optimal_acceptance_iid(p, q, n, IidAlgorithm::Auto)
                                 .unwrap()
-                                .alpha
+                                .alpha_star
                         })
                         .collect::<Vec<_>>()
                 })

@@ -7,7 +7,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
 use mdsd_benches::iid_instance;
 use mdsd_bounds::optimal_acceptance;
-use mdsd_core::Problem;
+use mdsd_core::{Problem, Solve};
 use mdsd_flow::FlowSolver;
 use mdsd_lp::{Formulation, LpSolver};
 
@@ -16,7 +16,7 @@ fn bench_flow(group: &mut BenchmarkGroup<WallTime>, id: &str, problem: &Problem)
     for (name, decomposed) in [("flow", false), ("flow_decomposed", true)] {
         let solver = FlowSolver::default().with_decomposition(decomposed);
         group.bench_with_input(BenchmarkId::new(name, id), problem, |b, problem| {
-            b.iter(|| solver.solve(problem).unwrap().alpha)
+            b.iter(|| solver.solve(problem).unwrap().summary.alpha_star)
         });
     }
 }
@@ -28,7 +28,7 @@ fn small(c: &mut Criterion) {
         let problem = iid_instance(v, n);
         let id = format!("V{v}_n{n}");
         group.bench_with_input(BenchmarkId::new("bound", &id), &problem, |b, problem| {
-            b.iter(|| optimal_acceptance(problem).unwrap().alpha)
+            b.iter(|| optimal_acceptance(problem).unwrap().alpha_star)
         });
         bench_flow(&mut group, &id, &problem);
         for formulation in [Formulation::Full, Formulation::Relaxed] {
@@ -36,7 +36,7 @@ fn small(c: &mut Criterion) {
             group.bench_with_input(
                 BenchmarkId::new(format!("lp_{formulation}"), &id),
                 &problem,
-                |b, problem| b.iter(|| solver.solve(problem).unwrap().alpha),
+                |b, problem| b.iter(|| solver.solve(problem).unwrap().summary.alpha_star),
             );
         }
     }

@@ -1,7 +1,7 @@
 //! i.i.d. drafts: alpha* = 1 + min_k (P_k - S_k^n) over prefixes of the
-//! ascending-p/q order (DESIGN §3), by a full sort or by bucket selection.
+//! ascending-p/q order (`docs/DESIGN.md` §3), by a full sort or by bucket selection.
 
-use mdsd_core::{CheckedBlocks, CoreError, Distribution, ProbabilityRow};
+use mdsd_core::{CheckedChunks, CoreError, Distribution, ProbabilityRow};
 
 use crate::BoundError;
 use crate::objective;
@@ -28,7 +28,7 @@ pub const SELECTION_MIN_VOCAB: usize = BUCKETS;
 /// `alpha - 1 = p(H) - q(H)^n` for a set with masses `p_in`, `q_in` inside and
 /// `p_out`, `q_out` outside, all four summed directly. `1 - q(H)^n` is only
 /// needed when `q(H)^n > 1/2`, and then it comes from `q_out` without
-/// cancelling two numbers near 1 (DESIGN §3, "near 1"): `not_all_in`.
+/// cancelling two numbers near 1 (`docs/DESIGN.md` §3, "near 1"): `not_all_in`.
 pub(crate) fn iid_objective(p_in: f64, p_out: f64, q_in: f64, q_out: f64, n: i32) -> f64 {
     let all_in = power(q_in, n);
     let not_all_in = if all_in > 0.5 {
@@ -59,8 +59,8 @@ const GEOMETRIC_DRAFTS: i32 = 16;
 
 /// `1 - q_in^n` with `q_out = 1 - q_in` summed directly:
 /// `q_out (1 + q_in + ... + q_in^(n-1))`, a sum of positive terms (a few
-/// ulps, no cancellation, and no libm call: at full vocabulary this runs
-/// for thousands of buckets per n); for more drafts
+/// ulps, no cancellation, and no libm call, which at full vocabulary would
+/// run for thousands of buckets per n); for more drafts
 /// `-expm1(n log1p(-q_out))`, as accurate.
 fn not_all_in(q_in: f64, q_out: f64, n: i32) -> f64 {
     if n <= GEOMETRIC_DRAFTS {
@@ -102,7 +102,7 @@ impl<'a> Masses<'a> {
 
     /// The blocks pass 1 reads.
     fn blocks(self) -> std::slice::Chunks<'a, f64> {
-        self.values.chunks(CheckedBlocks::BLOCK)
+        self.values.chunks(CheckedChunks::CHUNK)
     }
 
     /// The probabilities themselves, borrowed when the scale is 1.
@@ -282,7 +282,7 @@ pub(crate) fn iid_values_checking(
         let q = ProbabilityRow::new(q).map_err(draft)?;
         return Ok(iid_values(Masses::of(p), Masses::of(q), ns));
     }
-    let (mut p_blocks, mut q_blocks) = (CheckedBlocks::new(p), CheckedBlocks::new(q));
+    let (mut p_blocks, mut q_blocks) = (CheckedChunks::new(p), CheckedChunks::new(q));
     let buckets = TokenBuckets::of_tokens(p_blocks.by_ref(), q_blocks.by_ref(), p.len());
     let p = Masses::of(p_blocks.finish().map_err(target)?);
     let q = Masses::of(q_blocks.finish().map_err(draft)?);
@@ -304,9 +304,9 @@ impl TokenBuckets {
     /// Reads p and q once, in blocks of equal lengths: the keys of a
     /// block in one vectorisable pass, then its sums while it is in L1.
     /// One (p, q) accumulator per bucket: on real rows neighbouring tokens
-    /// share a bucket under 1% of the time (no chain of dependent stores
-    /// to break), and the ~1000 buckets in use then fit in L1 (more
-    /// accumulators per bucket measured slower).
+    /// rarely share a bucket (no chain of dependent stores to break), and
+    /// the buckets in use then fit in L1, where more accumulators per
+    /// bucket would not (the `bounds` benchmark decides).
     fn of_tokens<'a>(
         p: impl Iterator<Item = &'a [f64]>,
         q: impl Iterator<Item = &'a [f64]>,

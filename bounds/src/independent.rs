@@ -1,5 +1,5 @@
 //! Independent drafts from n draft models: alpha* = 1 + min_H (p(H) - Π_t q_t(H))
-//! (DESIGN §3). No closed form is known; small instances are solved exactly
+//! (`docs/DESIGN.md` §3). No closed form is known; small instances are solved exactly
 //! by trying every subset of the undecided tokens.
 
 use crate::objective;

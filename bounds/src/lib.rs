@@ -8,8 +8,9 @@
 //! alpha* = 1 + min over H ⊆ [V] of ( p(H) - Q(all drafts in H) )
 //! ```
 //!
-//! and the minimising set H* is the certificate (DESIGN §3). The entry point
-//! is [`optimal_acceptance`] on a [`Problem`]; per scheme:
+//! and the minimising set H* is the certificate (`docs/DESIGN.md` §3). The
+//! entry point is [`optimal_acceptance`] on a [`Problem`], or [`ClosedForm`]
+//! through the solver contract ([`Solve`]); per scheme:
 //! [`optimal_acceptance_iid`] (sort or expected-O(V) selection),
 //! [`optimal_acceptance_wor`] (exact or exponential-clock quadrature),
 //! [`optimal_acceptance_greedy`] (greedy and hub drafts),
@@ -27,7 +28,7 @@
 //! let p = Distribution::from_probs(vec![0.5, 0.3, 0.2])?;
 //! let q = Distribution::from_probs(vec![0.2, 0.3, 0.5])?;
 //! let bound = optimal_acceptance_iid(&p, &q, 2, IidAlgorithm::Selection)?;
-//! assert!((bound.alpha - 0.86).abs() < 1e-12);
+//! assert!((bound.alpha_star - 0.86).abs() < 1e-12);
 //! assert_eq!(bound.certificate, vec![1, 2]);
 //! # Ok::<(), mdsd_bounds::BoundError>(())
 //! ```
@@ -39,7 +40,12 @@ mod wor;
 
 use order::split_mass;
 
-use mdsd_core::{CoreError, Distribution, DraftScheme, ProbabilityRow, Problem, SchemeKind};
+use std::time::Instant;
+
+use mdsd_core::{
+    CoreError, Distribution, DraftScheme, Instead, Method, ProbabilityRow, Problem, SchemeKind,
+    Solve, Summary,
+};
 use rayon::prelude::*;
 use thiserror::Error;
 
@@ -52,12 +58,49 @@ pub use order::ascending_ratio_order;
 pub use wor::WOR_EXACT_TUPLE_LIMIT;
 
 /// The optimal acceptance and the set H* that certifies it:
-/// `alpha = p(H*) + 1 - Q(all drafts in H*)`.
+/// `alpha_star = p(H*) + 1 - Q(all drafts in H*)`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bound {
-    pub alpha: f64,
+    pub alpha_star: f64,
     /// H*, ascending token ids.
     pub certificate: Vec<usize>,
+}
+
+/// The closed forms as a solver of the one contract ([`Solve`]): its
+/// solution is the [`Summary`] of [`optimal_acceptance`].
+///
+/// ```
+/// use mdsd_bounds::ClosedForm;
+/// use mdsd_core::{Distribution, DraftScheme, Problem, Solve, Status};
+///
+/// let p = Distribution::from_probs(vec![0.5, 0.3, 0.2])?;
+/// let q = Distribution::from_probs(vec![0.2, 0.3, 0.5])?;
+/// let problem = Problem::new(p, DraftScheme::iid(q, 2)?)?;
+/// let summary = ClosedForm.solve(&problem)?;
+/// assert!((summary.alpha_star - 0.86).abs() < 1e-12);
+/// assert_eq!((summary.certificate.as_slice(), summary.status), (&[1, 2][..], Status::Optimal));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClosedForm;
+
+impl Solve for ClosedForm {
+    type Solution = Summary;
+    type Error = BoundError;
+
+    fn name(&self) -> &'static str {
+        "bound"
+    }
+
+    fn solve(&self, problem: &Problem) -> Result<Summary, BoundError> {
+        let start = Instant::now();
+        let bound = optimal_acceptance(problem)?;
+        Ok(Summary::exact(
+            bound.alpha_star,
+            Some(bound.certificate),
+            start.elapsed(),
+        ))
+    }
 }
 
 /// Why a bound could not be computed.
@@ -67,7 +110,8 @@ pub enum BoundError {
     Invalid(#[from] CoreError),
     #[error(
         "exact subset search for independent drafts handles at most {limit} undecided tokens, \
-         this instance has {size}; use the max-flow solver (mdsd-flow), which scales in V"
+         this instance has {size}{}",
+        Instead(INDEPENDENT_INSTEAD)
     )]
     TooManyTokens { size: usize, limit: usize },
     #[error("ratio-bucket {what}: {detail}")]
@@ -79,6 +123,20 @@ pub enum BoundError {
         what: &'static str,
         source: CoreError,
     },
+}
+
+/// What scales where the subset search for independent drafts refuses.
+const INDEPENDENT_INSTEAD: &[Method] = &[Method::MaxFlow];
+
+impl BoundError {
+    /// The methods this error points to instead (empty for most).
+    pub fn instead(&self) -> &'static [Method] {
+        match self {
+            BoundError::Invalid(e) | BoundError::InvalidRow { source: e, .. } => e.instead(),
+            BoundError::TooManyTokens { .. } => INDEPENDENT_INSTEAD,
+            BoundError::BucketMasses { .. } => &[],
+        }
+    }
 }
 
 /// `alpha - 1 = p(H) - Q(all in H)` from the masses inside and outside H,
@@ -94,7 +152,7 @@ pub(crate) fn objective(p_in: f64, p_out: f64, all_in: f64, not_all_in: f64) -> 
 
 fn bound_from((value, certificate): (f64, Vec<usize>)) -> Bound {
     Bound {
-        alpha: 1.0 + value,
+        alpha_star: 1.0 + value,
         certificate,
     }
 }
@@ -201,8 +259,9 @@ pub fn optimal_acceptance_iid_many<'a>(
 /// [`optimal_acceptance_iid_many`] for two rows in a caller's buffer,
 /// not yet checked: each is checked as [`ProbabilityRow::new`] checks it
 /// (same errors, as [`BoundError::InvalidRow`] naming the row), but in the
-/// same read that buckets it. At full vocabulary a separate check is a
-/// second read of both rows from memory, a fifth of the time.
+/// same read that buckets it: a separate check would be a second read of
+/// both rows from memory (the `logits` benchmark's CPU rows per second
+/// measure the pass).
 ///
 /// ```
 /// use mdsd_bounds::{BoundError, optimal_acceptance_iid_rows};
@@ -258,7 +317,10 @@ pub fn optimal_acceptance_greedy(
         }
     }
     certificate.sort_unstable();
-    Ok(Bound { alpha, certificate })
+    Ok(Bound {
+        alpha_star: alpha,
+        certificate,
+    })
 }
 
 /// alpha* for one draft from each of `qs` (exact search over subsets).

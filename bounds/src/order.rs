@@ -1,4 +1,4 @@
-//! The ascending-p/q order that the optimal sets of DESIGN §3 are prefixes of.
+//! The ascending-p/q order that the optimal sets of `docs/DESIGN.md` §3 are prefixes of.
 
 /// p/q, with q = 0 last (+inf), whatever p is.
 pub(crate) fn ratio(p: f64, q: f64) -> f64 {

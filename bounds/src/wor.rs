@@ -1,5 +1,5 @@
 //! Drafts without replacement: P(all n drafts in H) exactly by enumeration
-//! at small V, by exponential clocks and quadrature at large V (DESIGN §3).
+//! at small V, by exponential clocks and quadrature at large V (`docs/DESIGN.md` §3).
 
 use mdsd_core::{CoreError, DraftLaw, DraftScheme};
 
@@ -162,7 +162,7 @@ pub(crate) fn wor_masses(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
 }
 
 /// The best ascending-p/q prefix for without-replacement drafts: `(alpha - 1,
-/// tokens)`. That a prefix is optimal is conjectured, not proven (DESIGN §3);
+/// tokens)`. That a prefix is optimal is conjectured, not proven (`docs/DESIGN.md` §3);
 /// the tests check it against the LP and against all subsets.
 pub(crate) fn wor_by_prefix(
     p: &[f64],
@@ -227,8 +227,8 @@ mod tests {
     use super::*;
     use mdsd_core::Distribution;
 
-    /// The quadrature agrees with exact enumeration to 1e-10 (the issue's
-    /// bar) on every prefix of a small instance, for n = 1..4.
+    /// The quadrature agrees with exact enumeration to 1e-10 (the accuracy
+    /// promised) on every prefix of a small instance, for n = 1..4.
     #[test]
     fn quadrature_matches_exact_enumeration() {
         let raw = [0.31, 0.02, 0.17, 1e-4, 0.25, 0.08, 0.0999, 0.07];

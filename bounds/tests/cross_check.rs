@@ -8,6 +8,7 @@ use mdsd_bounds::{
     IidAlgorithm, acceptance_upper_bound, optimal_acceptance, optimal_acceptance_iid,
 };
 use mdsd_core::{Problem, SchemeKind};
+use mdsd_core::{Solve, Status};
 use mdsd_lp::{Formulation, LpSolver};
 use proptest::prelude::*;
 
@@ -20,9 +21,9 @@ fn check(instance: Instance) -> Result<(), TestCaseError> {
     let bound = optimal_acceptance(&problem).unwrap();
     let upper = acceptance_upper_bound(&problem, &bound.certificate).unwrap();
     prop_assert!(
-        (upper - bound.alpha).abs() <= TOL,
+        (upper - bound.alpha_star).abs() <= TOL,
         "certificate gives {upper}, bound {}",
-        bound.alpha
+        bound.alpha_star
     );
 
     for formulation in [Formulation::Full, Formulation::Relaxed] {
@@ -31,22 +32,25 @@ fn check(instance: Instance) -> Result<(), TestCaseError> {
             .solve(&problem)
             .unwrap();
         prop_assert!(
-            (lp.alpha - bound.alpha).abs() <= TOL,
+            (lp.summary.alpha_star - bound.alpha_star).abs() <= TOL,
             "{formulation} LP {} vs bound {}",
-            lp.alpha,
-            bound.alpha
+            lp.summary.alpha_star,
+            bound.alpha_star
         );
         prop_assert!(
-            lp.status.max_marginal_error <= TOL,
+            lp.max_marginal_error <= TOL,
             "plan marginals off by {}",
-            lp.status.max_marginal_error
+            lp.max_marginal_error
         );
-        prop_assert!((lp.plan.acceptance() - lp.alpha).abs() <= TOL);
-        let cut = lp
-            .certificate
-            .expect("the min cut of an optimal flow verifies");
-        let cut_value = acceptance_upper_bound(&problem, &cut).unwrap();
-        prop_assert!((cut_value - bound.alpha).abs() <= TOL);
+        prop_assert!((lp.plan.acceptance() - lp.summary.alpha_star).abs() <= TOL);
+        prop_assert_eq!(
+            lp.summary.status,
+            Status::Optimal,
+            "the min cut of an optimal flow verifies"
+        );
+        let cut = &lp.summary.certificate;
+        let cut_value = acceptance_upper_bound(&problem, cut).unwrap();
+        prop_assert!((cut_value - bound.alpha_star).abs() <= TOL);
     }
 
     if instance.drafts.n() == 1 {
@@ -58,9 +62,9 @@ fn check(instance: Instance) -> Result<(), TestCaseError> {
             .map(|(a, b)| a.min(*b))
             .sum();
         prop_assert!(
-            (bound.alpha - single).abs() <= TOL,
+            (bound.alpha_star - single).abs() <= TOL,
             "n = 1: {} vs Σ min {single}",
-            bound.alpha
+            bound.alpha_star
         );
     }
     Ok(())
@@ -76,7 +80,7 @@ proptest! {
         let n = instance.drafts.n();
         let sort = optimal_acceptance_iid(&instance.p, q, n, IidAlgorithm::Sort).unwrap();
         let selection = optimal_acceptance_iid(&instance.p, q, n, IidAlgorithm::Selection).unwrap();
-        prop_assert!((sort.alpha - selection.alpha).abs() <= 1e-12);
+        prop_assert!((sort.alpha_star - selection.alpha_star).abs() <= 1e-12);
     }
 
     #[test]
@@ -100,7 +104,7 @@ proptest! {
     }
 
     /// The ascending-p/q prefix is conjectured optimal for drafts without
-    /// replacement (DESIGN §3): test it against every subset at V <= 8.
+    /// replacement (`docs/DESIGN.md` §3): test it against every subset at V <= 8.
     #[test]
     fn wor_prefix_is_optimal_among_all_subsets(instance in instances(SchemeKind::WithoutReplacement, 8, 4)) {
         let problem = Problem::new(instance.p, instance.drafts).unwrap();
@@ -109,7 +113,7 @@ proptest! {
         for mask in 0u32..(1 << v) {
             let set: Vec<usize> = (0..v).filter(|i| mask >> i & 1 == 1).collect();
             let value = acceptance_upper_bound(&problem, &set).unwrap();
-            prop_assert!(value >= bound.alpha - 1e-12, "H = {set:?} gives {value} < prefix bound {}", bound.alpha);
+            prop_assert!(value >= bound.alpha_star - 1e-12, "H = {set:?} gives {value} < prefix bound {}", bound.alpha_star);
         }
     }
 }

@@ -14,19 +14,19 @@ fn iid_sort_and_selection_agree_and_grow_with_n() {
             let sort = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Sort).unwrap();
             let selection = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Selection).unwrap();
             assert!(
-                (sort.alpha - selection.alpha).abs() <= 1e-12,
+                (sort.alpha_star - selection.alpha_star).abs() <= 1e-12,
                 "row {row} n {n}: sort {} selection {}",
-                sort.alpha,
-                selection.alpha
+                sort.alpha_star,
+                selection.alpha_star
             );
             assert!(
-                selection.alpha >= previous - 1e-15,
+                selection.alpha_star >= previous - 1e-15,
                 "row {row}: alpha fell at n = {n}"
             );
-            previous = selection.alpha;
+            previous = selection.alpha_star;
             if n == 1 {
                 assert!(
-                    (selection.alpha - (1.0 - tv)).abs() <= 1e-12,
+                    (selection.alpha_star - (1.0 - tv)).abs() <= 1e-12,
                     "row {row}: n = 1 is 1 - TV"
                 );
             }
@@ -34,7 +34,7 @@ fn iid_sort_and_selection_agree_and_grow_with_n() {
             for certificate in [&sort.certificate, &selection.certificate] {
                 let value = acceptance_upper_bound(&problem, certificate).unwrap();
                 assert!(
-                    (value - selection.alpha).abs() <= 1e-12,
+                    (value - selection.alpha_star).abs() <= 1e-12,
                     "row {row} n {n}: certificate gives {value}"
                 );
             }
@@ -55,17 +55,17 @@ fn without_replacement_dominates_iid() {
             )
             .unwrap();
             assert!(
-                wor.alpha >= iid.alpha - 1e-12,
+                wor.alpha_star >= iid.alpha_star - 1e-12,
                 "row {row} n {n}: wor {} < iid {}",
-                wor.alpha,
-                iid.alpha
+                wor.alpha_star,
+                iid.alpha_star
             );
             if n == 1 {
                 assert!(
-                    (wor.alpha - iid.alpha).abs() <= 1e-10,
+                    (wor.alpha_star - iid.alpha_star).abs() <= 1e-10,
                     "row {row}: wor {} iid {}",
-                    wor.alpha,
-                    iid.alpha
+                    wor.alpha_star,
+                    iid.alpha_star
                 );
             }
         }

@@ -1,9 +1,10 @@
-//! The token-level rows of TEST_VECTORS.md (alpha* columns), by the bounds
+//! The token-level rows of docs/TEST_VECTORS.md (alpha* columns), by the bounds
 //! and by the LP.
 
 use mdsd_bounds::{
     IidAlgorithm, acceptance_upper_bound, optimal_acceptance, optimal_acceptance_iid,
 };
+use mdsd_core::Solve;
 use mdsd_core::{Distribution, DraftScheme, Problem, SchemeKind};
 use mdsd_lp::LpSolver;
 
@@ -19,14 +20,14 @@ fn alpha(p: &[f64], q: &[f64], kind: SchemeKind, n: usize) -> f64 {
     let bound = optimal_acceptance(&problem).unwrap();
     let lp = LpSolver::default().solve(&problem).unwrap();
     assert!(
-        (bound.alpha - lp.alpha).abs() <= TOL,
+        (bound.alpha_star - lp.summary.alpha_star).abs() <= TOL,
         "{kind}: bound {} vs LP {}",
-        bound.alpha,
-        lp.alpha
+        bound.alpha_star,
+        lp.summary.alpha_star
     );
     let certified = acceptance_upper_bound(&problem, &bound.certificate).unwrap();
-    assert!((certified - bound.alpha).abs() <= TOL);
-    bound.alpha
+    assert!((certified - bound.alpha_star).abs() <= TOL);
+    bound.alpha_star
 }
 
 fn assert_close(found: f64, expected: f64) {

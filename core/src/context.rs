@@ -1,5 +1,5 @@
 //! Context models: target and draft next-token laws as functions of the
-//! prefix, for block-level (multi-token) speculative sampling (DESIGN §6).
+//! prefix, for block-level (multi-token) speculative sampling (`docs/DESIGN.md` §6).
 //!
 //! A model maps every prefix to a *context*, an index in
 //! `0..context_count()`, and gives the two laws of that context. Verifiers
@@ -9,7 +9,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::{CoreError, Distribution};
+use crate::{CoreError, Distribution, Instead};
 
 /// Target and draft next-token laws as functions of the prefix.
 pub trait ContextModel: Sync {
@@ -204,10 +204,10 @@ impl MarkovModel {
         let entries = contexts.saturating_mul(2 * vocab_size as u128);
         if entries > MARKOV_MAX_ENTRIES {
             return Err(CoreError::TooLarge {
-                what: "the random Markov model's tables",
+                what: "the random Markov model's tables (a smaller vocabulary or order fits)",
                 size: entries,
                 limit: MARKOV_MAX_ENTRIES,
-                suggestion: "use a smaller vocabulary or order",
+                instead: Instead(&[]),
             });
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);

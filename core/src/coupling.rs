@@ -1,5 +1,5 @@
 //! From an optimal accepted flow, as an LP or a max-flow solver returns it,
-//! to an exact coupling (DESIGN §3) and to the certificate H* (DESIGN §4).
+//! to an exact coupling (`docs/DESIGN.md` §3) and to the certificate H* (`docs/DESIGN.md` §4).
 
 use crate::{DraftLaw, Plan};
 

@@ -3,7 +3,7 @@
 use crate::CoreError;
 
 /// How far from 1 the entries of a probability vector may sum before it is
-/// rejected (DESIGN §7). Inside this tolerance the vector is renormalised.
+/// rejected (`docs/DESIGN.md` §7). Inside this tolerance the vector is renormalised.
 pub const SUM_TOLERANCE: f64 = 1e-6;
 
 /// A probability vector over a vocabulary `0..len()`: every entry finite and
@@ -13,30 +13,30 @@ pub struct Distribution {
     probs: Vec<f64>,
 }
 
-/// A probability vector checked while it is read, block by block, in
+/// A probability vector checked while it is read, chunk by chunk, in
 /// order: for a pass that reads every entry for its own work, where a
 /// separate checking pass would be a second read of the row from memory
-/// (at V = 151936 that read costs a fifth of computing alpha* for 8 n).
-/// Iterating gives the blocks, [`CheckedBlocks::BLOCK`] entries each (the
-/// last may be shorter); [`CheckedBlocks::finish`] reads whatever was not
+/// (the `logits` benchmark measures the pass).
+/// Iterating gives the chunks, [`CheckedChunks::CHUNK`] entries each (the
+/// last may be shorter); [`CheckedChunks::finish`] reads whatever was not
 /// read and gives what [`ProbabilityRow::new`] gives, row or error.
 ///
 /// ```
-/// use mdsd_core::{CheckedBlocks, ProbabilityRow};
+/// use mdsd_core::{CheckedChunks, ProbabilityRow};
 ///
 /// let probs = vec![0.5, 0.25, 0.25];
-/// let mut blocks = CheckedBlocks::new(&probs);
-/// // The pass's own work on each block, here the largest entry.
-/// let largest = blocks.by_ref().flatten().fold(0.0f64, |m, &v| m.max(v));
+/// let mut chunks = CheckedChunks::new(&probs);
+/// // The pass's own work on each chunk, here the largest entry.
+/// let largest = chunks.by_ref().flatten().fold(0.0f64, |m, &v| m.max(v));
 /// assert_eq!(largest, 0.5);
-/// assert_eq!(blocks.finish()?, ProbabilityRow::new(&probs)?);
-/// assert!(CheckedBlocks::new(&[0.5, -0.1]).finish().is_err());
+/// assert_eq!(chunks.finish()?, ProbabilityRow::new(&probs)?);
+/// assert!(CheckedChunks::new(&[0.5, -0.1]).finish().is_err());
 /// # Ok::<(), mdsd_core::CoreError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct CheckedBlocks<'a> {
+pub struct CheckedChunks<'a> {
     probs: &'a [f64],
-    /// Entries handed out, and entries checked (all but the last block).
+    /// Entries handed out, and entries checked (all but the last chunk).
     read: usize,
     checked: usize,
     /// LANES independent sums and least entries: one running sum would be
@@ -47,10 +47,10 @@ pub struct CheckedBlocks<'a> {
 
 const LANES: usize = 8;
 
-impl<'a> CheckedBlocks<'a> {
-    /// Entries per block: 8 KiB of f64, so that a block of a target row
+impl<'a> CheckedChunks<'a> {
+    /// Entries per chunk: 8 KiB of f64, so that a chunk of a target row
     /// and one of a draft row stay in L1 while a pass works on them.
-    pub const BLOCK: usize = 1024;
+    pub const CHUNK: usize = 1024;
 
     /// Nothing is read yet.
     pub fn new(probs: &'a [f64]) -> Self {
@@ -99,10 +99,10 @@ impl<'a> CheckedBlocks<'a> {
     }
 
     /// Adds the entries handed out but not yet checked to the sums and
-    /// least entries, branch-free. Blocks are multiples of LANES long, so
+    /// least entries, branch-free. Chunks are multiples of LANES long, so
     /// entry i always lands in lane i % LANES, however the row is read.
     fn check_read(&mut self) {
-        let block = &self.probs[self.checked..self.read];
+        let chunk = &self.probs[self.checked..self.read];
         self.checked = self.read;
         // In locals: through `self` the lanes would live in memory, and the
         // loop would not vectorise.
@@ -112,10 +112,10 @@ impl<'a> CheckedBlocks<'a> {
             // A select, not f64::min (whose NaN rule blocks minpd).
             least[lane] = if v < least[lane] { v } else { least[lane] };
         };
-        let chunks = block.chunks_exact(LANES);
-        let rest = chunks.remainder();
-        for chunk in chunks {
-            for (lane, &v) in chunk.iter().enumerate() {
+        let lanes = chunk.chunks_exact(LANES);
+        let rest = lanes.remainder();
+        for values in lanes {
+            for (lane, &v) in values.iter().enumerate() {
                 add(lane, v);
             }
         }
@@ -126,11 +126,11 @@ impl<'a> CheckedBlocks<'a> {
     }
 }
 
-impl<'a> Iterator for CheckedBlocks<'a> {
+impl<'a> Iterator for CheckedChunks<'a> {
     type Item = &'a [f64];
 
-    /// Checks the block handed out before this one, which the caller has
-    /// read by now: the first read of a block from memory is then the
+    /// Checks the chunk handed out before this one, which the caller has
+    /// read by now: the first read of a chunk from memory is then the
     /// caller's, overlapped with its work, and the check reads it from L1.
     fn next(&mut self) -> Option<&'a [f64]> {
         self.check_read();
@@ -138,16 +138,16 @@ impl<'a> Iterator for CheckedBlocks<'a> {
         if rest.is_empty() {
             return None;
         }
-        self.read += rest.len().min(Self::BLOCK);
-        Some(&rest[..rest.len().min(Self::BLOCK)])
+        self.read += rest.len().min(Self::CHUNK);
+        Some(&rest[..rest.len().min(Self::CHUNK)])
     }
 }
 
 /// A probability vector left in the caller's buffer: checked as
 /// [`Distribution::from_probs`] checks, but neither copied nor
 /// renormalised. It stands for `probs / sum`. For passes over many rows
-/// at full vocabulary, where copying and dividing each row cost as much
-/// as the work done on it.
+/// at full vocabulary, where copying and dividing each row would cost as
+/// much as the work done on it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProbabilityRow<'a> {
     probs: &'a [f64],
@@ -158,7 +158,7 @@ impl<'a> ProbabilityRow<'a> {
     /// Checks `probs` (finite, non-negative, sum within [`SUM_TOLERANCE`]
     /// of 1).
     pub fn new(probs: &'a [f64]) -> Result<Self, CoreError> {
-        CheckedBlocks::new(probs).finish()
+        CheckedChunks::new(probs).finish()
     }
 
     /// The entries as given, before renormalisation.

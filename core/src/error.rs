@@ -1,6 +1,54 @@
-//! The one error type of mdsd-core: every way an input can be invalid.
+//! The one error type of mdsd-core: every way an input can be invalid, and
+//! the methods a refusal points to.
+
+use std::fmt;
 
 use thiserror::Error;
+
+/// A method that a refusal points to when an instance is too large for the
+/// one asked for. Errors name methods, not crates; the command line turns
+/// each into the command that runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// alpha* and H* in closed form (`mdsd_bounds::optimal_acceptance`).
+    ClosedForm,
+    /// Max flow over draft sets (`mdsd_flow::FlowSolver`).
+    MaxFlow,
+    /// The enumeration-free convex programs (`mdsd_convex::ConvexSolver`).
+    Convex,
+    /// Block verification and GBV of draft blocks (`mdsd_verify::block`).
+    BlockVerification,
+    /// Validation by sampling instead of enumeration.
+    Sampling,
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Method::ClosedForm => "the closed form",
+            Method::MaxFlow => "max flow",
+            Method::Convex => "the convex solver",
+            Method::BlockVerification => "block verification (bv, gbv)",
+            Method::Sampling => "sampling",
+        })
+    }
+}
+
+/// The methods a refusal points to, shown as "; use A, B or C" (nothing
+/// when there are none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Instead(pub &'static [Method]);
+
+impl fmt::Display for Instead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = self.0.iter().map(Method::to_string).collect();
+        match names.split_last() {
+            None => Ok(()),
+            Some((last, [])) => write!(f, "; use {last}"),
+            Some((last, rest)) => write!(f, "; use {} or {last}", rest.join(", ")),
+        }
+    }
+}
 
 /// What is wrong with an input to mdsd-core. Each variant names the offending
 /// index, value or size so a user can find it in their data.
@@ -65,11 +113,40 @@ pub enum CoreError {
         "blocks of depth {depth} need laws after prefixes of up to {depth} tokens, but the context model has them up to {max}"
     )]
     DepthBeyondModel { depth: usize, max: usize },
-    #[error("{what} has {size} elements, above the limit of {limit}; {suggestion}")]
+    #[error("{what} has {size} elements, above the limit of {limit}{instead}")]
     TooLarge {
         what: &'static str,
         size: u128,
         limit: u128,
-        suggestion: &'static str,
+        instead: Instead,
     },
+    #[error("setting {setting} = {value} is invalid: it must be {expected}")]
+    InvalidSetting {
+        setting: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+}
+
+impl CoreError {
+    /// The methods this error points to instead (empty for most).
+    pub fn instead(&self) -> &'static [Method] {
+        match self {
+            CoreError::TooLarge { instead, .. } => instead.0,
+            _ => &[],
+        }
+    }
+
+    /// An invalid setting, with its value shown as given.
+    pub fn setting(
+        setting: &'static str,
+        value: impl fmt::Display,
+        expected: &'static str,
+    ) -> Self {
+        CoreError::InvalidSetting {
+            setting,
+            value: value.to_string(),
+            expected,
+        }
+    }
 }

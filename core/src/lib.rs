@@ -2,7 +2,7 @@
 //!
 //! The vocabulary of multi-draft speculative sampling: validated probability
 //! vectors ([`Distribution`], with temperature / top-k / top-p in
-//! [`Transform`]; [`ProbabilityRow`] and [`CheckedBlocks`] for rows checked
+//! [`Transform`]; [`ProbabilityRow`] and [`CheckedChunks`] for rows checked
 //! where they lie), the five draft schemes ([`DraftScheme`]: iid, without
 //! replacement, independent, greedy, SpecHub's hub) with their exact laws over ordered tuples
 //! and sets and seeded sampling, the [`Problem`] every solver takes, and the
@@ -30,16 +30,18 @@ mod distribution;
 mod error;
 mod problem;
 mod scheme;
+mod solve;
 
 pub use context::{
     ContextIndependent, ContextModel, MarkovModel, PositionalRows, check_depth, check_tokens,
     draft_paths,
 };
 pub use coupling::{Accepted, complete_plan, min_cut_certificate};
-pub use distribution::{CheckedBlocks, Distribution, ProbabilityRow, SUM_TOLERANCE, Transform};
-pub use error::CoreError;
+pub use distribution::{CheckedChunks, Distribution, ProbabilityRow, SUM_TOLERANCE, Transform};
+pub use error::{CoreError, Instead, Method};
 pub use problem::{Plan, Problem};
 pub use scheme::{
     CumulativeDistribution, DEFAULT_ENUMERATION_LIMIT, DraftLaw, DraftSampler, DraftScheme,
     SchemeKind, sample_index, sample_index_of_total, token_set,
 };
+pub use solve::{Solution, Solve, Status, Summary};

@@ -1,4 +1,4 @@
-//! Draft schemes (DESIGN §3): how the n draft tokens are drawn, their exact
+//! Draft schemes (`docs/DESIGN.md` §3): how the n draft tokens are drawn, their exact
 //! law over ordered tuples and over sets, and seeded sampling.
 
 use std::collections::BTreeMap;
@@ -8,7 +8,7 @@ use std::str::FromStr;
 use rand::Rng;
 
 use crate::distribution::check_same_len;
-use crate::{CoreError, Distribution};
+use crate::{CoreError, Distribution, Instead, Method};
 
 /// Default cap on the number of ordered draft tuples an exact enumeration
 /// may produce.
@@ -250,7 +250,7 @@ impl DraftScheme {
 
     /// For greedy and hub drafts, the law of the one draft-set token outside
     /// [`Self::fixed_tokens`]: q restricted to the other tokens and
-    /// renormalised (q' in DESIGN §3). Zero on the fixed tokens.
+    /// renormalised (q' in `docs/DESIGN.md` §3). Zero on the fixed tokens.
     pub fn free_token_law(&self) -> Vec<f64> {
         let q = self.drafts[0].probs();
         let mut rest = q.to_vec();
@@ -295,8 +295,7 @@ impl DraftScheme {
                 what: "the exact draft law (ordered draft tuples)",
                 size,
                 limit: limit as u128,
-                suggestion: "use a closed-form bound (mdsd-bounds) or a method that scales \
-                             (max flow over sets in mdsd-flow, the convex solver in mdsd-convex)",
+                instead: Instead(&[Method::ClosedForm, Method::MaxFlow, Method::Convex]),
             });
         }
         Ok(())
@@ -393,7 +392,7 @@ impl DraftScheme {
         let q = self.draft_for(prefix.len()).probs();
         let without_replacement = self.kind == SchemeKind::WithoutReplacement;
         // Without replacement the next draw is proportional to q among tokens
-        // not drawn yet; their mass is summed directly (DESIGN §3), never
+        // not drawn yet; their mass is summed directly (`docs/DESIGN.md` §3), never
         // taken as 1 - q(drawn), which cancels.
         let remaining = if without_replacement {
             q.iter()

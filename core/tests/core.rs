@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use mdsd_core::{
-    CheckedBlocks, CoreError, DEFAULT_ENUMERATION_LIMIT, Distribution, DraftSampler, DraftScheme,
+    CheckedChunks, CoreError, DEFAULT_ENUMERATION_LIMIT, Distribution, DraftSampler, DraftScheme,
     ProbabilityRow, SchemeKind, Transform,
 };
 use proptest::prelude::*;
@@ -92,10 +92,10 @@ proptest! {
         read in 0usize..6,
     ) {
         let row = blocked_row(len, off, bad);
-        let mut blocks = CheckedBlocks::new(&row);
+        let mut blocks = CheckedChunks::new(&row);
         let mut seen = Vec::new();
         for block in blocks.by_ref().take(read) {
-            prop_assert!(block.len() == CheckedBlocks::BLOCK || seen.len() + block.len() == len);
+            prop_assert!(block.len() == CheckedChunks::CHUNK || seen.len() + block.len() == len);
             seen.extend_from_slice(block);
         }
         let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
@@ -134,13 +134,13 @@ proptest! {
 #[test]
 fn checked_blocks_name_the_first_offender_past_the_first_block() {
     let row = blocked_row(3000, 0.0, Some((2500, f64::NAN)));
-    let mut blocks = CheckedBlocks::new(&row);
-    assert_eq!(blocks.next().map(<[f64]>::len), Some(CheckedBlocks::BLOCK));
+    let mut blocks = CheckedChunks::new(&row);
+    assert_eq!(blocks.next().map(<[f64]>::len), Some(CheckedChunks::CHUNK));
     assert!(matches!(
         blocks.finish(),
         Err(CoreError::NonFinite { index: 2500, value }) if value.is_nan()
     ));
-    assert_eq!(CheckedBlocks::new(&[]).finish(), Err(CoreError::Empty));
+    assert_eq!(CheckedChunks::new(&[]).finish(), Err(CoreError::Empty));
 }
 
 #[test]

@@ -56,16 +56,9 @@ impl Backend for CpuBackend {
         values: Values,
         transform: &Transform,
     ) -> Result<Matrix, LogitsError> {
-        let out = (0..rows.rows())
-            .into_par_iter()
-            .map(|r| {
-                values
-                    .distribution(rows.row(r), transform)
-                    .map(|d| d.probs().to_vec())
-                    .map_err(|source| invalid_row("input", r, source))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Matrix::new(rows.rows(), rows.cols(), out.concat())
+        distribution_rows(rows.rows(), rows.cols(), |r| {
+            values.distribution(rows.row(r), transform)
+        })
     }
 
     fn optimal_acceptance_iid(
@@ -74,9 +67,10 @@ impl Backend for CpuBackend {
         draft: &Matrix,
         ns: &[usize],
     ) -> Result<Matrix, LogitsError> {
-        // Rows are read where they lie, once: copying and renormalising two
-        // rows of 151936 f64 cost a third of the whole pass, and checking
-        // them in a pass of their own a fifth of what remained.
+        // Rows are read where they lie, once: copying and renormalising
+        // them, or checking them in a pass of their own, would each read
+        // two vocabulary-sized rows again (the `logits` benchmark measures
+        // the pass).
         per_row(target, draft, ns, |r, p, q| {
             optimal_acceptance_iid_rows(p, q, ns).map_err(|error| match error {
                 BoundError::InvalidRow { what, source } => invalid_row(what, r, source),
@@ -101,7 +95,7 @@ impl Backend for CpuBackend {
                     DraftScheme::without_replacement(q.clone(), n)
                         .map_err(Into::into)
                         .and_then(|scheme| optimal_acceptance_wor(&p, &scheme))
-                        .map(|bound| bound.alpha)
+                        .map(|bound| bound.alpha_star)
                         .map_err(|source| LogitsError::Bound { row: r, source })
                 })
                 .collect()
@@ -133,6 +127,25 @@ pub(crate) fn row_distribution(
 
 fn invalid_row(what: &'static str, row: usize, source: CoreError) -> LogitsError {
     LogitsError::InvalidRow { what, row, source }
+}
+
+/// Row `r` of `rows` rows of `cols` entries as `law(r)`, on rayon's pool:
+/// the one way both backends turn rows into distributions, a failure
+/// naming its row.
+pub(crate) fn distribution_rows(
+    rows: usize,
+    cols: usize,
+    law: impl Fn(usize) -> Result<Distribution, CoreError> + Sync,
+) -> Result<Matrix, LogitsError> {
+    let out = (0..rows)
+        .into_par_iter()
+        .map(|r| {
+            law(r)
+                .map(Distribution::into_probs)
+                .map_err(|source| invalid_row("input", r, source))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Matrix::new(rows, cols, out.concat())
 }
 
 /// `solve(row, p, q)` on rayon's pool for each pair of rows, as a

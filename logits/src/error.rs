@@ -62,6 +62,18 @@ pub enum LogitsError {
         row: usize,
         sum: f64,
     },
+    #[error(
+        "item {position} ({item:?}) is not a number; expected a comma-separated list, \
+         a .npy or a .json file"
+    )]
+    List { position: usize, item: String },
+    /// An error reading one argument of [`crate::read_argument_pairs`].
+    #[error("the {role}: {source}")]
+    InArgument {
+        /// "target" or "draft".
+        role: &'static str,
+        source: Box<LogitsError>,
+    },
     #[error("{path}: rows {rows:?} are not all among its {available} rows")]
     RowRange {
         path: String,

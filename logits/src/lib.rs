@@ -7,7 +7,9 @@
 //! batched backends behind one trait, [`Backend`]: [`CpuBackend`] on
 //! rayon's pool and [`WgpuBackend`], WGSL compute shaders in f64 through
 //! wgpu (a [`LogitsError::Gpu`] when no adapter can run them). Entry
-//! points: [`read_pairs`], [`builtin_sample`], and the backend's methods.
+//! points: [`read_pairs`] (a data file), [`read_argument_pairs`] and
+//! [`read_rows`] (the `-p`/`-q` arguments of the command line),
+//! [`builtin_sample`], and the backend's methods.
 //! Row transforms (temperature, top-k, top-p) are mdsd-core's
 //! [`Transform`].
 //!
@@ -39,8 +41,8 @@ pub use error::LogitsError;
 pub use gpu::WgpuBackend;
 pub use mdsd_core::Transform;
 pub use read::{
-    DRAFT_NAMES, PROBABILITY_SUM_TOLERANCE, ReadOptions, TARGET_NAMES, read_pairs,
-    read_safetensors_pairs,
+    DRAFT_NAMES, PROBABILITY_SUM_TOLERANCE, ReadOptions, TARGET_NAMES, read_argument_pairs,
+    read_pairs, read_rows, read_safetensors_pairs,
 };
-pub use rows::{Layout, Matrix, Pairs, Values};
+pub use rows::{Layout, Matrix, Pairs, RowSelection, Values};
 pub use sample::{SAMPLE_NAME, builtin_sample};

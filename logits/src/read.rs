@@ -1,6 +1,8 @@
 //! Readers: `.npy` (a directory of them), `.npz` and `.safetensors`, dense
 //! `[rows, V]` or `[V]` arrays in float16, bfloat16, float32 or float64,
-//! holding probabilities or logits; and the sparse-with-tail format.
+//! holding probabilities or logits; the sparse-with-tail format; and the
+//! single arrays of a command-line argument (an inline list, a `.npy` or a
+//! `.json` file).
 
 use std::fs;
 use std::io::{Cursor, Read};
@@ -14,6 +16,138 @@ use py_literal::Value as PyValue;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::{Layout, LogitsError, Matrix, Pairs, Values};
+
+/// The rows one argument holds: an inline comma-separated list (one row),
+/// a `.npy` file (any float dtype; `[V]` or `[rows, V]`) or a `.json` file
+/// (an array of numbers, or an array of arrays).
+///
+/// ```
+/// let rows = mdsd_logits::read_rows("0.5, 0.3,0.2")?;
+/// assert_eq!((rows.rows(), rows.row(0)), (1, &[0.5, 0.3, 0.2][..]));
+/// assert!(mdsd_logits::read_rows("0.5,x").is_err());
+/// # Ok::<(), mdsd_logits::LogitsError>(())
+/// ```
+pub fn read_rows(spec: &str) -> Result<Matrix, LogitsError> {
+    let lower = spec.to_ascii_lowercase();
+    if lower.ends_with(".npy") {
+        let bytes = fs::read(spec).map_err(|source| LogitsError::Io {
+            path: spec.to_string(),
+            source,
+        })?;
+        let stem = Path::new(spec)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or(spec);
+        Ok(rows_of(npy_floats(&bytes, stem, spec)?, spec)?.1)
+    } else if lower.ends_with(".json") {
+        read_json(spec)
+    } else {
+        let row = spec
+            .split(',')
+            .enumerate()
+            .map(|(position, item)| {
+                item.trim().parse::<f64>().map_err(|_| LogitsError::List {
+                    position,
+                    item: item.trim().to_string(),
+                })
+            })
+            .collect::<Result<Vec<f64>, _>>()?;
+        Matrix::new(1, row.len(), row)
+    }
+}
+
+/// A `.json` file of one row (an array of numbers) or several (an array
+/// of arrays of equal length).
+fn read_json(path: &str) -> Result<Matrix, LogitsError> {
+    let format = |message: String| LogitsError::Format {
+        path: path.to_string(),
+        format: "json",
+        message,
+    };
+    let text = fs::read_to_string(path).map_err(|source| LogitsError::Io {
+        path: path.to_string(),
+        source,
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
+    let number_row = |row: &serde_json::Value, r: usize| -> Result<Vec<f64>, LogitsError> {
+        row.as_array()
+            .ok_or_else(|| format(format!("row {r} is not an array")))?
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                x.as_f64()
+                    .ok_or_else(|| format(format!("row {r} item {i} ({x}) is not a number")))
+            })
+            .collect()
+    };
+    let items = value
+        .as_array()
+        .ok_or_else(|| format("it must hold an array of numbers or an array of arrays".into()))?;
+    let rows = if items.first().is_some_and(serde_json::Value::is_array) {
+        items
+            .iter()
+            .enumerate()
+            .map(|(r, row)| number_row(row, r))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        vec![number_row(&value, 0)?]
+    };
+    Matrix::from_rows(&rows)
+}
+
+/// Target and draft rows from the arguments of a command: `target` and
+/// each of `drafts` read by [`read_rows`] (several drafts for independent
+/// drafts, one per draft model). An argument of one row is shared by every
+/// row of the others; `values` says what they hold (probabilities unless
+/// told otherwise: an inline list is no place to guess).
+pub fn read_argument_pairs(
+    target: &str,
+    drafts: &[String],
+    values: Option<Values>,
+) -> Result<Pairs, LogitsError> {
+    let in_argument = |role| {
+        move |source| LogitsError::InArgument {
+            role,
+            source: Box::new(source),
+        }
+    };
+    let target_rows = read_rows(target).map_err(in_argument("target"))?;
+    let draft_rows = drafts
+        .iter()
+        .map(|spec| read_rows(spec).map_err(in_argument("draft")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows = draft_rows
+        .iter()
+        .map(Matrix::rows)
+        .fold(target_rows.rows(), usize::max);
+    let source = std::iter::once(target)
+        .chain(drafts.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" / ");
+    let target_rows = target_rows.broadcast(rows);
+    let mut draft_rows = draft_rows.into_iter().map(|m| m.broadcast(rows));
+    let Some(draft) = draft_rows.next() else {
+        return Err(LogitsError::MissingArray {
+            path: source,
+            role: "draft",
+            expected: "at least one draft argument".into(),
+            found: String::new(),
+        });
+    };
+    let more_drafts: Vec<Matrix> = draft_rows.collect();
+    for other in std::iter::once(&draft).chain(&more_drafts) {
+        check_pair(&source, &target_rows, other)?;
+    }
+    Ok(Pairs {
+        target: target_rows,
+        draft,
+        more_drafts,
+        values: values.unwrap_or(Values::Probabilities),
+        layout: Layout::Dense,
+        source,
+    })
+}
 
 /// Names the target's array may have, in order of preference; a name with
 /// "logits" in it holds logits.
@@ -154,6 +288,7 @@ fn assemble(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs, Log
     Ok(Pairs {
         target,
         draft,
+        more_drafts: Vec::new(),
         values,
         layout: Layout::Dense,
         source: path,
@@ -284,6 +419,7 @@ fn sparse_pairs(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs,
     Ok(Pairs {
         target,
         draft,
+        more_drafts: Vec::new(),
         values: Values::Probabilities,
         layout: Layout::SparseWithTail { kept, vocabulary },
         source: path,

@@ -65,6 +65,28 @@ impl Matrix {
     pub fn as_slice(&self) -> &[f64] {
         &self.data
     }
+
+    /// Rows `rows` (within range) as a matrix of their own.
+    fn slice(&self, rows: Range<usize>) -> Self {
+        Self {
+            rows: rows.len(),
+            cols: self.cols,
+            data: self.data[rows.start * self.cols..rows.end * self.cols].to_vec(),
+        }
+    }
+
+    /// The matrix with `rows` rows, a single row repeated (an argument
+    /// given once is shared by every row of the others).
+    pub(crate) fn broadcast(self, rows: usize) -> Self {
+        if self.rows == rows || self.rows != 1 {
+            return self;
+        }
+        Self {
+            rows,
+            cols: self.cols,
+            data: self.data.repeat(rows),
+        }
+    }
 }
 
 /// What a file's rows hold.
@@ -110,15 +132,27 @@ pub enum Layout {
     },
 }
 
-/// Target and draft rows of one file: row r of each is one decoding step.
+/// Target and draft rows: row r of each is one decoding step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pairs {
     pub target: Matrix,
+    /// The draft rows (of the first draft model, for independent drafts).
     pub draft: Matrix,
+    /// The rows of draft models 2..n, for independent drafts (empty
+    /// otherwise).
+    pub more_drafts: Vec<Matrix>,
     pub values: Values,
     pub layout: Layout,
     /// Where the rows came from, for messages.
     pub source: String,
+}
+
+/// Which rows of a file to use: `count` rows from row `first` (all the
+/// rest when `count` is `None`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowSelection {
+    pub first: usize,
+    pub count: Option<usize>,
 }
 
 impl Pairs {
@@ -128,19 +162,39 @@ impl Pairs {
 
     /// The first `rows` rows (all when there are fewer).
     pub fn head(&self, rows: usize) -> Self {
-        let keep = |m: &Matrix| {
-            let rows = rows.min(m.rows());
-            Matrix {
-                rows,
-                cols: m.cols(),
-                data: m.data[..rows * m.cols()].to_vec(),
-            }
-        };
+        let keep = |m: &Matrix| m.slice(0..rows.min(m.rows()));
         Self {
             target: keep(&self.target),
             draft: keep(&self.draft),
+            more_drafts: self.more_drafts.iter().map(keep).collect(),
             ..self.clone()
         }
+    }
+
+    /// The selected rows; a selection that starts past the last row, or
+    /// asks for more rows than there are, is an error naming the count.
+    pub fn select(&self, selection: RowSelection) -> Result<Self, LogitsError> {
+        let available = self.rows();
+        let end = selection
+            .count
+            .map_or(Some(available), |count| selection.first.checked_add(count));
+        let rows = match end {
+            Some(end) if selection.first < end && end <= available => selection.first..end,
+            _ => {
+                return Err(LogitsError::RowRange {
+                    path: self.source.clone(),
+                    rows: selection.first..end.unwrap_or(usize::MAX),
+                    available,
+                });
+            }
+        };
+        let keep = |m: &Matrix| m.slice(rows.clone());
+        Ok(Self {
+            target: keep(&self.target),
+            draft: keep(&self.draft),
+            more_drafts: self.more_drafts.iter().map(keep).collect(),
+            ..self.clone()
+        })
     }
 
     /// Rows `rows` as a context model whose laws depend on the position

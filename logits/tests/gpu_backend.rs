@@ -120,7 +120,7 @@ fn softmax_and_transforms_match_the_cpu() {
     assert_eq!(cpu, on_gpu);
 }
 
-/// The check: 64 real rows at V = 151936, softmax and alpha* at 8
+/// The full check: 64 real rows at V = 151936, softmax and alpha* at 8
 /// values of n. Skipped without `../shared/data` (the repository must not
 /// need it).
 #[test]

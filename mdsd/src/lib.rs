@@ -13,17 +13,23 @@
 //! * [`verify`] (mdsd-verify): published verifiers and the exact harness.
 //! * [`logits`] (mdsd-logits): logit files and batched backends.
 //!
+//! Every solver has one shape ([`Solve`]: settings in a value, `solve` on a
+//! [`Problem`], a solution with a [`Summary`]): [`ClosedForm`],
+//! [`LpSolver`], [`FlowSolver`], [`ConvexSolver`].
+//!
 //! ```
-//! use mdsd::{Distribution, DraftScheme, FlowSolver, Problem, optimal_acceptance};
+//! use mdsd::{Distribution, DraftScheme, FlowSolver, Problem, Solve, Verifier, VerifierKind};
 //!
 //! let p = Distribution::from_probs(vec![0.4, 0.3, 0.2, 0.1])?;
 //! let q = Distribution::from_probs(vec![0.1, 0.2, 0.3, 0.4])?;
 //! let problem = Problem::new(p, DraftScheme::iid(q, 3)?)?;
-//! let bound = optimal_acceptance(&problem)?;
-//! assert!((bound.alpha - 0.871).abs() < 1e-12);
+//! let bound = mdsd::optimal_acceptance(&problem)?;
+//! assert!((bound.alpha_star - 0.871).abs() < 1e-12);
+//! let flow = FlowSolver::default().solve(&problem)?;
+//! assert!((flow.summary.alpha_star - 0.871).abs() < 1e-9);
 //!
 //! // The optimal verifier: sample the output token for drafts (0, 3, 3).
-//! let verifier = FlowSolver::default().solve(&problem)?.verifier();
+//! let verifier = VerifierKind::OptimalFlow.prepare(&problem)?;
 //! let token = verifier.sample(&[0, 3, 3], &mut rand::rng())?;
 //! assert!(token < 4);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -38,11 +44,14 @@ pub use mdsd_lp as lp;
 pub use mdsd_verify as verify;
 
 pub use mdsd_bounds::{
-    Bound, BoundError, IidAlgorithm, acceptance_upper_bound, optimal_acceptance,
+    Bound, BoundError, ClosedForm, IidAlgorithm, acceptance_upper_bound, optimal_acceptance,
     optimal_acceptance_batch,
 };
-pub use mdsd_convex::{ConvexError, ConvexSolution, ConvexSolver};
-pub use mdsd_core::{CoreError, Distribution, DraftScheme, Plan, Problem, SchemeKind, Transform};
-pub use mdsd_flow::{FlowError, FlowSolution, FlowSolver, FlowVerifier};
+pub use mdsd_convex::{ConvexError, ConvexSolution, ConvexSolver, SelectionRule, Workspace};
+pub use mdsd_core::{
+    CoreError, Distribution, DraftScheme, Method, Plan, Problem, SchemeKind, Solution, Solve,
+    Status, Summary, Transform,
+};
+pub use mdsd_flow::{FlowError, FlowSolution, FlowSolver};
 pub use mdsd_lp::{Formulation, LpError, LpSolution, LpSolver};
-pub use mdsd_verify::{Verifier, VerifyError};
+pub use mdsd_verify::{OptimalFlow, Verifier, VerifierKind, VerifyError};

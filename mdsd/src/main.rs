@@ -27,7 +27,13 @@ fn main() -> ExitCode {
     match cli::run(parsed) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            // Where an instance was refused, the commands that scale.
+            let instead = e.instead();
+            if instead.is_empty() {
+                eprintln!("error: {e}");
+            } else {
+                eprintln!("error: {e} ({})", instead.join(", "));
+            }
             ExitCode::FAILURE
         }
     }

@@ -1,5 +1,5 @@
-//! `mdsd block` end to end: the TEST_VECTORS toy in the JSON shape the
-//! issue fixes, agreement with the library on Markov models and on rows of
+//! `mdsd block` end to end: the docs/TEST_VECTORS.md toy in its documented JSON
+//! shape, agreement with the library on Markov models and on rows of
 //! a data file, and one-line errors.
 
 mod common;
@@ -164,7 +164,7 @@ fn bad_input_gives_one_line_and_nonzero_exit() {
                 "--depth",
                 "1",
             ],
-            "has 3 tokens",
+            "the draft has 3",
         ),
         (
             &[

@@ -6,7 +6,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use mdsd::{
-    Distribution, DraftScheme, IidAlgorithm, LpSolver, Problem, SchemeKind, optimal_acceptance,
+    Distribution, DraftScheme, IidAlgorithm, LpSolver, Problem, SchemeKind, Solve,
+    optimal_acceptance,
 };
 use ndarray::{Array2, Array3, array};
 use ndarray_npy::{NpzReader, WriteNpyExt};
@@ -40,11 +41,21 @@ fn readme_example_json_shape() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(keys.len(), 5);
-    for key in ["alpha", "scheme", "n", "method", "certificate"] {
+    assert_eq!(keys.len(), 9);
+    for key in [
+        "alpha_star",
+        "acceptance",
+        "status",
+        "scheme",
+        "n",
+        "method",
+        "certificate",
+        "iterations",
+        "elapsed_ms",
+    ] {
         assert!(keys.contains(&key), "missing {key}");
     }
-    assert!((doc["alpha"].as_f64().unwrap() - 0.86).abs() < 1e-12);
+    assert!((doc["alpha_star"].as_f64().unwrap() - 0.86).abs() < 1e-12);
     assert_eq!(doc["scheme"], "iid");
     assert_eq!(doc["n"], 2);
     assert_eq!(doc["method"], "bound");
@@ -85,8 +96,8 @@ fn solve_lp_equals_bound_for_every_scheme() {
                 .concat(),
             );
             let (a, b) = (
-                bound["alpha"].as_f64().unwrap(),
-                lp["alpha"].as_f64().unwrap(),
+                bound["alpha_star"].as_f64().unwrap(),
+                lp["alpha_star"].as_f64().unwrap(),
             );
             assert!(
                 (a - b).abs() < 1e-9,
@@ -110,7 +121,9 @@ fn solve_lp_equals_bound_for_every_scheme() {
     ];
     let bound = json(&[&["bound"], &independent[..]].concat());
     let lp = json(&[&["solve", "--method", "lp"], &independent[..]].concat());
-    assert!((bound["alpha"].as_f64().unwrap() - lp["alpha"].as_f64().unwrap()).abs() < 1e-9);
+    assert!(
+        (bound["alpha_star"].as_f64().unwrap() - lp["alpha_star"].as_f64().unwrap()).abs() < 1e-9
+    );
 }
 
 #[test]
@@ -143,7 +156,7 @@ fn npy_and_json_rows() {
             let problem =
                 Problem::new(target, DraftScheme::without_replacement(draft, 2).unwrap()).unwrap();
             let expected = optimal_acceptance(&problem).unwrap();
-            assert!((row["alpha"].as_f64().unwrap() - expected.alpha).abs() < 1e-12);
+            assert!((row["alpha_star"].as_f64().unwrap() - expected.alpha_star).abs() < 1e-12);
             assert_eq!(row["scheme"], "wor");
         }
     }
@@ -188,7 +201,7 @@ fn real_rows_at_full_vocabulary_match_the_library() {
         let expected =
             mdsd::bounds::optimal_acceptance_iid(&to_dist(&p), &to_dist(&q), 4, IidAlgorithm::Sort)
                 .unwrap();
-        assert!((row["alpha"].as_f64().unwrap() - expected.alpha).abs() < 1e-12);
+        assert!((row["alpha_star"].as_f64().unwrap() - expected.alpha_star).abs() < 1e-12);
         assert_eq!(
             row["certificate"].as_array().unwrap().len(),
             expected.certificate.len()
@@ -233,8 +246,8 @@ fn logits_and_transforms() {
     .unwrap();
     let expected = optimal_acceptance(&problem).unwrap();
     let lp = LpSolver::default().solve(&problem).unwrap();
-    assert!((doc["alpha"].as_f64().unwrap() - expected.alpha).abs() < 1e-12);
-    assert!((lp.alpha - expected.alpha).abs() < 1e-9);
+    assert!((doc["alpha_star"].as_f64().unwrap() - expected.alpha_star).abs() < 1e-12);
+    assert!((lp.summary.alpha_star - expected.alpha_star).abs() < 1e-9);
 }
 
 #[test]
@@ -259,11 +272,11 @@ fn bad_input_gives_one_line_and_nonzero_exit() {
         ),
         (
             vec!["bound", "-p", "missing.npy", "-q", q, "-n", "2"],
-            "cannot open missing.npy",
+            "cannot read missing.npy",
         ),
         (
             vec!["bound", "-p", &cube, "-q", q, "-n", "2"],
-            "3 dimensions",
+            "has shape [2, 2, 2]",
         ),
         (
             vec![
@@ -295,7 +308,7 @@ fn bad_input_gives_one_line_and_nonzero_exit() {
         ),
         (
             vec!["bound", "-p", "0.5,0.5", "-q", q, "-n", "2"],
-            "has 3 tokens, but the vocabulary has 2",
+            "the target has 2 tokens per row but the draft has 3",
         ),
         (
             vec!["bound", "-p", "0.5,0.3,0.2", "-q", q, "-n", "0"],
@@ -351,7 +364,7 @@ fn bad_input_gives_one_line_and_nonzero_exit() {
         ),
         (
             vec!["bound", "-p", &two_rows, "-q", &three_rows, "-n", "2"],
-            "has 2 rows but another input has 3",
+            "the target has 2 rows but the draft has 3",
         ),
         (
             vec![
@@ -458,8 +471,8 @@ fn solve_flow_matches_bound_and_writes_its_plan() {
             .concat();
             let flow = json(&args);
             let (a, b) = (
-                bound["alpha"].as_f64().unwrap(),
-                flow["alpha"].as_f64().unwrap(),
+                bound["alpha_star"].as_f64().unwrap(),
+                flow["alpha_star"].as_f64().unwrap(),
             );
             assert!((a - b).abs() < 1e-9, "{scheme}: bound {a} flow {b}");
             assert_eq!(flow["method"], "flow");
@@ -670,13 +683,14 @@ fn solve_convex_reports_its_run() {
         "1e-9",
         "--json",
     ]);
-    let alpha = doc["alpha"].as_f64().unwrap();
-    assert!((0.86 - 1e-9..=0.86 + 1e-12).contains(&alpha), "{doc}");
+    let acceptance = doc["acceptance"].as_f64().unwrap();
+    assert!((0.86 - 1e-9..=0.86 + 1e-12).contains(&acceptance), "{doc}");
+    assert!((doc["alpha_star"].as_f64().unwrap() - 0.86).abs() < 1e-12);
     assert_eq!(doc["method"], "convex");
     assert_eq!(doc["certificate"], serde_json::json!([1, 2]));
-    assert_eq!(doc["success"], true);
+    assert_eq!(doc["status"], "converged");
     assert!(doc["iterations"].as_u64().is_some());
-    assert!(doc["setup_ms"].as_f64().unwrap() >= 0.0);
+    assert!(doc["elapsed_ms"].as_f64().unwrap() >= 0.0);
     for (args, expected) in [
         (
             vec![

@@ -21,7 +21,7 @@ fn mean_alpha(doc: &Value, scheme: &str, n: u64) -> f64 {
         .unwrap()
         .iter()
         .find(|e| e["scheme"] == scheme && e["n"] == n)
-        .unwrap_or_else(|| panic!("no {scheme} n = {n} in {doc}"))["mean_alpha"]
+        .unwrap_or_else(|| panic!("no {scheme} n = {n} in {doc}"))["mean_alpha_star"]
         .as_f64()
         .unwrap()
 }
@@ -34,7 +34,7 @@ fn bound_mean(p: &str, q: &str, scheme: &str, n: u64) -> f64 {
     ]);
     let rows = doc["rows"].as_array().unwrap();
     rows.iter()
-        .map(|r| r["alpha"].as_f64().unwrap())
+        .map(|r| r["alpha_star"].as_f64().unwrap())
         .sum::<f64>()
         / rows.len() as f64
 }

@@ -29,7 +29,7 @@ use mdsd_core::{CoreError, Distribution, Transform};
 use rayon::prelude::*;
 use wgpu::util::DeviceExt;
 
-use crate::backend::{check_batch, row_distribution};
+use crate::backend::{check_batch, distribution_rows, row_distribution};
 use crate::{Backend, CpuBackend, LogitsError, Matrix, Values};
 
 /// Threads per workgroup in both shaders.
@@ -491,25 +491,13 @@ impl Backend for WgpuBackend {
             temperature: None,
             ..*transform
         };
-        let out = if rest.is_identity() {
-            softmax
-        } else {
-            softmax
-                .into_par_iter()
-                .enumerate()
-                .map(|(r, row)| {
-                    Distribution::from_probs(row)
-                        .and_then(|d| rest.apply(&d))
-                        .map(|d| d.probs().to_vec())
-                        .map_err(|source| LogitsError::InvalidRow {
-                            what: "input",
-                            row: r,
-                            source,
-                        })
-                })
-                .collect::<Result<_, _>>()?
-        };
-        Matrix::new(rows.rows(), rows.cols(), out.concat())
+        if rest.is_identity() {
+            return Matrix::new(rows.rows(), rows.cols(), softmax.concat());
+        }
+        // Top-k and top-p on the CPU, as the CPU backend applies them.
+        distribution_rows(rows.rows(), rows.cols(), |r| {
+            Values::Probabilities.distribution(&softmax[r], &rest)
+        })
     }
 
     fn optimal_acceptance_iid(

@@ -3,38 +3,25 @@
 //! verifiers) and the K-path LP optimum, exactly or by sampling.
 
 use clap::Args;
+use mdsd::LpSolver;
 use mdsd::core::{
-    ContextIndependent, ContextModel, DEFAULT_ENUMERATION_LIMIT, Distribution, MarkovModel,
-    PositionalRows,
+    ContextIndependent, ContextModel, DEFAULT_ENUMERATION_LIMIT, MarkovModel, PositionalRows,
 };
-use mdsd::logits::{ReadOptions, read_pairs};
 use mdsd::verify::block::{BlockReport, exact_block, prepare_block, sampled_block};
-use mdsd::{LpSolver, Transform};
 use serde_json::json;
 
-use super::{CliError, input};
+use super::input::{InputArgs, Role};
+use super::{CliError, Mode};
 
 #[derive(Debug, Args)]
 pub struct BlockArgs {
-    /// Target law: `0.5,0.3,0.2`, a .npy or a .json file. One row: the same
-    /// law at every position; several rows: row d after d tokens.
-    #[arg(
-        short = 'p',
-        long = "target",
-        value_name = "P",
-        allow_hyphen_values = true
-    )]
-    target: Option<String>,
-    /// Draft law, same forms and row count as -p.
-    #[arg(
-        short = 'q',
-        long = "draft",
-        value_name = "Q",
-        allow_hyphen_values = true
-    )]
-    draft: Option<String>,
+    /// The laws: -p/-q (one row: the same law at every position; several
+    /// rows: row d after d tokens) or --data (row --row as the law at every
+    /// position, or with --positional rows --row..=--row+L).
+    #[command(flatten)]
+    input: InputArgs,
     /// A random Markov context model from this seed instead of -p/-q.
-    #[arg(long, value_name = "SEED", conflicts_with_all = ["target", "draft", "data"])]
+    #[arg(long, value_name = "SEED", conflicts_with_all = ["target", "drafts", "data"])]
     markov: Option<u64>,
     /// Vocabulary size of --markov.
     #[arg(long, default_value_t = 3)]
@@ -42,19 +29,9 @@ pub struct BlockArgs {
     /// Tokens of context of --markov.
     #[arg(long, default_value_t = 1)]
     order: usize,
-    /// A data file (as for `mdsd eval`) instead of -p/-q: row --row as the
-    /// law at every position, or with --positional rows --row..=--row+L.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "draft"])]
-    data: Option<String>,
-    /// First row of --data.
-    #[arg(long, default_value_t = 0)]
-    row: usize,
     /// Use L + 1 consecutive rows of --data, one per position.
     #[arg(long, requires = "data")]
     positional: bool,
-    /// -p/-q hold logits.
-    #[arg(long)]
-    logits: bool,
     /// Draft path length L.
     #[arg(long, value_name = "L")]
     depth: usize,
@@ -66,15 +43,8 @@ pub struct BlockArgs {
     /// kseq, ...) composed over the draft tree.
     #[arg(long, value_delimiter = ',', default_value = "token,bv,gbv")]
     methods: Vec<String>,
-    /// Exact mode: enumerate every draft tree (the default).
-    #[arg(long, conflicts_with = "samples")]
-    exact: bool,
-    /// Sampling mode: this many blocks per method (any vocabulary size).
-    #[arg(long, value_name = "N")]
-    samples: Option<u64>,
-    /// Seed of the sampling mode.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    mode: Mode,
     /// Print exactly one JSON document.
     #[arg(long)]
     json: bool,
@@ -100,14 +70,14 @@ pub fn run(args: &BlockArgs) -> Result<(), CliError> {
             }
         } else {
             let verifier = prepare_block(name, model, args.depth)?;
-            match args.samples {
+            match args.mode.samples {
                 Some(samples) => sampled_block(
                     model,
                     verifier.as_ref(),
                     args.depth,
                     args.paths,
                     samples,
-                    args.seed,
+                    args.mode.seed,
                 )?,
                 None => exact_block(
                     model,
@@ -138,45 +108,36 @@ fn context_model(args: &BlockArgs) -> Result<Box<dyn ContextModel>, CliError> {
             MarkovModel::random(args.vocab, args.order, seed).map_err(invalid("--markov"))?;
         return Ok(Box::new(model));
     }
-    if let Some(path) = &args.data {
-        let pairs = read_pairs(path, &ReadOptions::default())?;
-        let transform = Transform::default();
-        let rows = if args.positional {
-            args.row..args.row + args.depth + 1
-        } else {
-            args.row..args.row + 1
-        };
-        let model = pairs.context_model(rows, &transform)?;
-        return Ok(if args.positional {
-            Box::new(model)
-        } else {
-            Box::new(
-                ContextIndependent::new(model.target(0).clone(), model.draft(0).clone())
-                    .map_err(invalid(path))?,
-            )
-        });
-    }
-    let (Some(target), Some(draft)) = (&args.target, &args.draft) else {
+    if !args.input.given() {
         return Err(CliError::Usage(
             "mdsd block needs -p and -q, --markov SEED or --data FILE".into(),
         ));
+    }
+    if args.input.rows.is_some() {
+        return Err(CliError::Usage(
+            "mdsd block takes one row (--row R), or L + 1 rows with --positional; \
+             --rows does not apply"
+                .into(),
+        ));
+    }
+    let mut pairs = args.input.read_all()?;
+    // A data file holds many steps: its row --row is the law at every
+    // position, or with --positional rows --row..=--row+L one per position.
+    // Rows of -p/-q are positions already.
+    if args.input.is_data() {
+        let count = if args.positional { args.depth + 1 } else { 1 };
+        pairs = pairs.select(mdsd::logits::RowSelection {
+            first: args.input.row,
+            count: Some(count),
+        })?;
+    }
+    let laws = |role: Role| {
+        (0..pairs.rows())
+            .map(|row| args.input.distribution(&pairs, role, row))
+            .collect::<Result<Vec<_>, CliError>>()
     };
-    let read = |arg: &str, spec: &str| -> Result<Vec<Distribution>, CliError> {
-        input::read_rows(arg, spec)?
-            .into_iter()
-            .enumerate()
-            .map(|(row, values)| {
-                let law = if args.logits {
-                    Transform::default().apply_to_logits(&values)
-                } else {
-                    Distribution::from_probs(values)
-                };
-                law.map_err(invalid(&format!("{arg} row {row}")))
-            })
-            .collect()
-    };
-    let (mut targets, mut drafts) = (read("-p", target)?, read("-q", draft)?);
-    if targets.len() == 1 && drafts.len() == 1 {
+    let (mut targets, mut drafts) = (laws(Role::Target)?, laws(Role::Draft(0))?);
+    if targets.len() == 1 {
         let model =
             ContextIndependent::new(targets.remove(0), drafts.remove(0)).map_err(invalid("-q"))?;
         return Ok(Box::new(model));
@@ -203,7 +164,7 @@ fn to_json(reports: &[BlockReport]) -> String {
 }
 
 fn to_table(args: &BlockArgs, vocab_size: usize, reports: &[BlockReport]) -> String {
-    let mode = match args.samples {
+    let mode = match args.mode.samples {
         Some(n) => format!("{n} sampled blocks per method"),
         None => "exact enumeration".into(),
     };

@@ -6,47 +6,29 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mdsd::logits::{
-    Backend, CpuBackend, Layout, Matrix, Pairs, ReadOptions, Values, WgpuBackend, builtin_sample,
-    read_pairs,
-};
-use mdsd::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind, Transform};
+use mdsd::logits::{Backend, CpuBackend, Layout, Matrix, Pairs, WgpuBackend, builtin_sample};
+use mdsd::verify::VerifierKind;
+use mdsd::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind};
 use rayon::prelude::*;
 use serde_json::json;
 
-use super::CliError;
+use super::input::InputArgs;
+use super::{CliError, SolveError};
 
 mod plot;
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// Rows to evaluate: a .npz or .safetensors file (dense [rows, V], or
-    /// the sparse-with-tail format), or a directory of .npy files
-    /// (p_target.npy, q_draft.npy). Default: the built-in sample, 32 real
-    /// rows of Qwen2.5-Coder 1.5B / 0.5B.
-    #[arg(long, value_name = "FILE")]
-    data: Option<PathBuf>,
+    /// The rows to evaluate (-p/-q or --data); with neither, the built-in
+    /// sample: 32 real rows of Qwen2.5-Coder 1.5B / 0.5B.
+    #[command(flatten)]
+    input: InputArgs,
     /// Numbers of drafts.
     #[arg(long = "n", value_delimiter = ',', default_values_t = [1, 2, 4, 8])]
     ns: Vec<usize>,
     /// Draft schemes for alpha*: iid, wor (without replacement), greedy.
     #[arg(long, value_delimiter = ',', default_values = ["iid", "wor", "greedy"])]
     schemes: Vec<SchemeKind>,
-    /// Temperature applied to target and draft rows (0 = argmax).
-    #[arg(long, allow_hyphen_values = true)]
-    temperature: Option<f64>,
-    /// Keep the k most likely tokens of each row.
-    #[arg(long)]
-    top_k: Option<usize>,
-    /// Keep the smallest most-likely set of mass >= p of each row.
-    #[arg(long)]
-    top_p: Option<f64>,
-    /// The rows hold logits (default: decided from array names and values).
-    #[arg(long, conflicts_with = "probabilities")]
-    logits: bool,
-    /// The rows hold probabilities.
-    #[arg(long)]
-    probabilities: bool,
     /// Verifiers to rate, each on the first of iid, wor, greedy it supports:
     /// exact acceptance where it has a closed form (nss, naive, specinfer,
     /// kseq, optimal-convex), sampled otherwise. `none` for no verifier.
@@ -61,9 +43,6 @@ pub struct EvalArgs {
     /// Where the batched work runs.
     #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
     backend: BackendArg,
-    /// Only the first ROWS rows.
-    #[arg(long)]
-    rows: Option<usize>,
     /// Write eval.json, CSV tables and acceptance.png / .svg here.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -103,7 +82,7 @@ struct SchemeResult {
 
 /// One verifier's acceptance: `rows x ns`.
 struct VerifierResult {
-    name: String,
+    kind: VerifierKind,
     scheme: SchemeKind,
     method: &'static str,
     acceptance: Matrix,
@@ -124,33 +103,28 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
             "--schemes {bad}: mdsd eval draws iid, wor or greedy drafts from one draft row"
         )));
     }
-    let verifiers: Vec<(String, SchemeKind)> = args
+    let verifiers: Vec<(VerifierKind, SchemeKind)> = args
         .verifiers
         .iter()
         .filter(|name| name.as_str() != "none")
-        .map(|name| verifier_scheme(name).map(|scheme| (name.clone(), scheme)))
-        .collect::<Result<_, _>>()?;
+        .map(|name| {
+            let kind: VerifierKind = name.parse()?;
+            verifier_scheme(kind).map(|scheme| (kind, scheme))
+        })
+        .collect::<Result<_, CliError>>()?;
 
-    let options = ReadOptions {
-        values: match (args.logits, args.probabilities) {
-            (true, _) => Some(Values::Logits),
-            (_, true) => Some(Values::Probabilities),
-            _ => None,
-        },
+    let pairs = if args.input.given() {
+        args.input.read()?
+    } else {
+        args.input.select(builtin_sample()?)?
     };
-    let mut pairs = match &args.data {
-        Some(path) => read_pairs(path, &options)?,
-        None => builtin_sample()?,
-    };
-    if let Some(rows) = args.rows {
-        pairs = pairs.head(rows);
+    if !pairs.more_drafts.is_empty() {
+        return Err(usage(
+            "mdsd eval draws every scheme from one draft row: give -q once".into(),
+        ));
     }
     let backend = backend(args.backend);
-    let transform = Transform {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-    };
+    let transform = args.input.transform();
     let target = backend.distributions(&pairs.target, pairs.values, &transform)?;
     let draft = backend.distributions(&pairs.draft, pairs.values, &transform)?;
 
@@ -174,9 +148,17 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
             Ok(SchemeResult { scheme, alpha })
         })
         .collect::<Result<Vec<_>, CliError>>()?;
+    // One convex solver for every row: it keeps its memory between solves.
+    let convex = ConvexSolver::default();
     let verifier_results = verifiers
         .iter()
-        .map(|(name, scheme)| rate_verifier(name, *scheme, &target, &draft, args, &progress))
+        .map(|&(kind, scheme)| {
+            let rows = Rows {
+                target: &target,
+                draft: &draft,
+            };
+            rate_verifier(kind, scheme, rows, args, &convex, &progress)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     progress.finish_and_clear();
 
@@ -226,20 +208,26 @@ fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
 
 /// The scheme a verifier is rated on: the first of iid, wor, greedy it
 /// supports.
-fn verifier_scheme(name: &str) -> Result<SchemeKind, CliError> {
-    let candidates = [
+fn verifier_scheme(kind: VerifierKind) -> Result<SchemeKind, CliError> {
+    [
         SchemeKind::Iid,
         SchemeKind::WithoutReplacement,
         SchemeKind::Greedy,
-    ];
-    for scheme in candidates {
-        if mdsd::verify::supports(name, scheme)? {
-            return Ok(scheme);
-        }
-    }
-    Err(CliError::Usage(format!(
-        "verifier {name} runs on none of iid, wor, greedy drafts, which mdsd eval draws"
-    )))
+    ]
+    .into_iter()
+    .find(|&scheme| kind.supports(scheme))
+    .ok_or_else(|| {
+        CliError::Usage(format!(
+            "verifier {kind} runs on none of iid, wor, greedy drafts, which mdsd eval draws"
+        ))
+    })
+}
+
+/// The transformed rows a verifier is rated on.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    target: &'a Matrix,
+    draft: &'a Matrix,
 }
 
 fn problem(
@@ -270,8 +258,8 @@ fn greedy_alpha(target: &Matrix, draft: &Matrix, ns: &[usize]) -> Result<Matrix,
                 .map(|&n| {
                     let problem = problem(target.row(r), draft.row(r), SchemeKind::Greedy, n, r)?;
                     mdsd::optimal_acceptance(&problem)
-                        .map(|bound| bound.alpha)
-                        .map_err(|source| CliError::Bound { row: r, source })
+                        .map(|bound| bound.alpha_star)
+                        .map_err(|e| e.at_row(r))
                 })
                 .collect::<Result<Vec<f64>, CliError>>()
         })
@@ -280,60 +268,52 @@ fn greedy_alpha(target: &Matrix, draft: &Matrix, ns: &[usize]) -> Result<Matrix,
 }
 
 /// A verifier's acceptance on every row and n: exact from its closed form
-/// when it has one, else the sampled harness's estimate.
+/// when it has one ([`VerifierKind::exact_acceptance`]), else the sampled
+/// harness's estimate.
 fn rate_verifier(
-    name: &str,
+    kind: VerifierKind,
     scheme: SchemeKind,
-    target: &Matrix,
-    draft: &Matrix,
+    data: Rows,
     args: &EvalArgs,
+    convex: &ConvexSolver,
     progress: &ProgressBar,
 ) -> Result<VerifierResult, CliError> {
-    use mdsd::verify::{kseq_acceptance, naive_acceptance, nss_acceptance, specinfer_acceptance};
-    let exact = matches!(
-        name,
-        "nss" | "naive" | "specinfer" | "kseq" | "optimal-convex"
-    );
-    let rows = (0..target.rows())
+    let rows = (0..data.target.rows())
         .into_par_iter()
         .map(|r| {
             args.ns
                 .iter()
                 .map(|&n| {
-                    let problem = problem(target.row(r), draft.row(r), scheme, n, r)?;
-                    let acceptance = match name {
-                        "nss" => nss_acceptance(&problem)?,
-                        "naive" => naive_acceptance(&problem)?,
-                        "specinfer" => specinfer_acceptance(&problem)?,
-                        "kseq" => kseq_acceptance(&problem)?.0,
-                        "optimal-convex" => {
-                            ConvexSolver::default()
-                                .solve(&problem)
-                                .map_err(|source| CliError::Convex { row: r, source })?
-                                .alpha
-                        }
-                        _ => {
-                            let verifier = mdsd::verify::prepare(name, &problem)?;
-                            mdsd::verify::sampled(
+                    let problem = problem(data.target.row(r), data.draft.row(r), scheme, n, r)?;
+                    let acceptance = match kind.exact_acceptance(&problem, convex) {
+                        Some(acceptance) => (acceptance?, true),
+                        None => {
+                            let verifier = kind.prepare(&problem)?;
+                            let report = mdsd::verify::sampled(
                                 &problem,
                                 verifier.as_ref(),
                                 args.samples,
                                 args.seed + r as u64,
-                            )?
-                            .acceptance
+                            )?;
+                            (report.acceptance, false)
                         }
                     };
                     progress.inc(1);
                     Ok(acceptance)
                 })
-                .collect::<Result<Vec<f64>, CliError>>()
+                .collect::<Result<Vec<(f64, bool)>, CliError>>()
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let exact = rows.iter().flatten().all(|&(_, exact)| exact);
+    let acceptance: Vec<Vec<f64>> = rows
+        .iter()
+        .map(|row| row.iter().map(|&(a, _)| a).collect())
+        .collect();
     Ok(VerifierResult {
-        name: name.to_string(),
+        kind,
         scheme,
         method: if exact { "exact" } else { "sampled" },
-        acceptance: Matrix::from_rows(&rows)?,
+        acceptance: Matrix::from_rows(&acceptance)?,
     })
 }
 
@@ -360,7 +340,7 @@ fn report_json(
         .iter()
         .flat_map(|s| {
             ns.iter().enumerate().map(move |(j, &n)| {
-                json!({"scheme": s.scheme.name(), "n": n, "mean_alpha": column_mean(&s.alpha, j)})
+                json!({"scheme": s.scheme.name(), "n": n, "mean_alpha_star": column_mean(&s.alpha, j)})
             })
         })
         .collect();
@@ -369,7 +349,7 @@ fn report_json(
         .flat_map(|v| {
             ns.iter().enumerate().map(move |(j, &n)| {
                 json!({
-                    "name": v.name,
+                    "name": v.kind.name(),
                     "scheme": v.scheme.name(),
                     "n": n,
                     "mean_acceptance": column_mean(&v.acceptance, j),
@@ -430,7 +410,7 @@ fn report_table(
             let means: String = (0..ns.len())
                 .map(|j| format!("{:>9.6}", column_mean(&v.acceptance, j)))
                 .collect();
-            let label = format!("{} ({}, {})", v.name, v.scheme.name(), v.method);
+            let label = format!("{} ({}, {})", v.kind, v.scheme.name(), v.method);
             let _ = writeln!(out, "{label:<28}{means}");
         }
     }
@@ -448,16 +428,16 @@ fn write_outputs(
     let write = |name: &str, text: String| {
         let path = dir.join(name);
         std::fs::write(&path, text).map_err(|e| CliError::Output {
-            path: path.display().to_string(),
+            path: format!("the report file {}", path.display()),
             message: e.to_string(),
         })
     };
     std::fs::create_dir_all(dir).map_err(|e| CliError::Output {
-        path: dir.display().to_string(),
+        path: format!("the report folder {}", dir.display()),
         message: e.to_string(),
     })?;
     write("eval.json", format!("{document:#}\n"))?;
-    let mut alpha = String::from("row,scheme,n,alpha\n");
+    let mut alpha = String::from("row,scheme,n,alpha_star\n");
     for s in schemes {
         for r in 0..pairs.rows() {
             for (j, n) in ns.iter().enumerate() {
@@ -472,7 +452,7 @@ fn write_outputs(
             for (j, n) in ns.iter().enumerate() {
                 rated += &format!(
                     "{r},{},{},{n},{:.12},{}\n",
-                    v.name,
+                    v.kind,
                     v.scheme.name(),
                     v.acceptance.row(r)[j],
                     v.method
@@ -490,7 +470,7 @@ fn write_outputs(
         })
         .collect();
     series.extend(verifiers.iter().map(|v| plot::Series {
-        label: format!("{} ({})", v.name, v.scheme.name()),
+        label: format!("{} ({})", v.kind, v.scheme.name()),
         points: means(ns, &v.acceptance),
         dashed: true,
     }));
@@ -498,7 +478,7 @@ fn write_outputs(
     for name in ["acceptance.png", "acceptance.svg"] {
         let path = dir.join(name);
         plot::draw(&path, &title, &series).map_err(|message| CliError::Output {
-            path: path.display().to_string(),
+            path: format!("the plot {}", path.display()),
             message,
         })?;
     }

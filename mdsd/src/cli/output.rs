@@ -1,86 +1,112 @@
 //! The two output forms: one JSON document, or a readable table.
 
 use mdsd::verify::{ExactReport, SampledReport};
-use mdsd::{Bound, ConvexSolution, FlowSolution, LpSolution, Plan};
+use mdsd::{Plan, Status, Summary};
 use serde_json::json;
 
 use super::ProblemArgs;
-use serde::Serialize;
 
-/// One solved problem. The certificate is `None` only when an exact
-/// solver's min cut did not verify (JSON `null`).
-#[derive(Debug)]
-pub struct Solved {
-    pub alpha: f64,
-    pub certificate: Option<Vec<usize>>,
-    /// The convex solver's run, for `--method convex`.
-    pub run: Option<SolverRun>,
+/// The solutions of one command: every row's summary.
+pub struct Report<'a> {
+    pub scheme: &'a str,
+    pub n: usize,
+    pub method: &'a str,
+    pub rows: Vec<&'a Summary>,
 }
 
-/// How an iterative solver ran (JSON fields of `--method convex`).
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct SolverRun {
-    pub success: bool,
-    pub iterations: usize,
-    pub setup_ms: f64,
-}
+/// Certificates longer than this are elided in tables (JSON has them whole).
+const SHOWN_TOKENS: usize = 8;
 
-impl Solved {
-    /// A convex solution: its acceptance, H*, and the run.
-    pub fn from_convex(solution: &ConvexSolution, setup_ms: f64) -> Self {
-        Self {
-            alpha: solution.alpha,
-            certificate: Some(solution.certificate.clone()),
-            run: Some(SolverRun {
-                success: true,
-                iterations: solution.iterations,
-                setup_ms,
-            }),
+impl Report<'_> {
+    /// One row as JSON: `alpha_star`, `acceptance`, `certificate` (null
+    /// when no certificate verified), `status`, `iterations`, `elapsed_ms`,
+    /// with the scheme, n and method.
+    fn row_json(&self, summary: &Summary) -> serde_json::Value {
+        let certificate = match summary.status {
+            Status::CertificateUnverified => serde_json::Value::Null,
+            _ => json!(summary.certificate),
+        };
+        json!({
+            "alpha_star": summary.alpha_star,
+            "acceptance": summary.acceptance,
+            "certificate": certificate,
+            "status": summary.status.name(),
+            "iterations": summary.iterations,
+            "elapsed_ms": summary.elapsed.as_secs_f64() * 1e3,
+            "scheme": self.scheme,
+            "n": self.n,
+            "method": self.method,
+        })
+    }
+
+    /// One problem: the row object; several: `{"rows": [...]}`.
+    pub fn to_json(&self) -> String {
+        let rows: Vec<serde_json::Value> = self.rows.iter().map(|r| self.row_json(r)).collect();
+        match rows.as_slice() {
+            [one] => one.to_string(),
+            _ => json!({ "rows": rows }).to_string(),
         }
     }
-}
 
-impl From<Bound> for Solved {
-    fn from(bound: Bound) -> Self {
-        Self {
-            alpha: bound.alpha,
-            certificate: Some(bound.certificate),
-            run: None,
+    /// A line per row: alpha*, the acceptance reached where an iterative
+    /// method stopped short of it, and H*.
+    pub fn to_table(&self) -> String {
+        let iterative = self
+            .rows
+            .iter()
+            .any(|r| matches!(r.status, Status::Converged { .. }));
+        let acceptance = if iterative {
+            format!("  {:>16}", "acceptance")
+        } else {
+            String::new()
+        };
+        let mut out = format!(
+            "scheme {}, n = {}, method {}\n{:>5}  {:>16}{acceptance}  {:>8}  H*\n",
+            self.scheme, self.n, self.method, "row", "alpha*", "|H*|"
+        );
+        for (i, row) in self.rows.iter().enumerate() {
+            let (size, tokens) = match row.status {
+                Status::CertificateUnverified => {
+                    ("-".into(), "(min cut did not verify)".to_string())
+                }
+                _ => {
+                    let shown: Vec<String> = row
+                        .certificate
+                        .iter()
+                        .take(SHOWN_TOKENS)
+                        .map(usize::to_string)
+                        .collect();
+                    let more = if row.certificate.len() > SHOWN_TOKENS {
+                        ", ..."
+                    } else {
+                        ""
+                    };
+                    (
+                        row.certificate.len().to_string(),
+                        format!("{{{}{more}}}", shown.join(", ")),
+                    )
+                }
+            };
+            let acceptance = if iterative {
+                format!("  {:>16.12}", row.acceptance)
+            } else {
+                String::new()
+            };
+            out += &format!(
+                "{i:>5}  {:>16.12}{acceptance}  {size:>8}  {tokens}\n",
+                row.alpha_star
+            );
         }
-    }
-}
-
-impl From<&LpSolution> for Solved {
-    fn from(solution: &LpSolution) -> Self {
-        Self {
-            alpha: solution.alpha,
-            certificate: solution.certificate.clone(),
-            run: None,
-        }
-    }
-}
-
-impl From<&FlowSolution> for Solved {
-    fn from(solution: &FlowSolution) -> Self {
-        Self {
-            alpha: solution.alpha,
-            certificate: Some(solution.certificate.clone()),
-            run: None,
-        }
+        out
     }
 }
 
 /// The plans as one JSON document: per problem, its draft outcomes (ordered
-/// tuples or sets, as `drafts_as` says) with Q and the dense law pi(. | drafts);
-/// several problems as `{"rows": [...]}`.
-pub fn plans_json(
-    args: &ProblemArgs,
-    method: &str,
-    drafts_as: &str,
-    rows: &[Solved],
-    plans: &[Plan],
-) -> String {
-    let documents: Vec<serde_json::Value> = rows
+/// tuples or sets, as `drafts_as` says) with Q and the dense law
+/// pi(. | drafts); several problems as `{"rows": [...]}`.
+pub fn plans_json(report: &Report, drafts_as: &str, plans: &[&Plan]) -> String {
+    let documents: Vec<serde_json::Value> = report
+        .rows
         .iter()
         .zip(plans)
         .map(|(row, plan)| {
@@ -91,10 +117,10 @@ pub fn plans_json(
                 .map(|(i, (drafts, prob))| json!({"drafts": drafts, "prob": prob, "pi": plan.conditional(i)}))
                 .collect();
             json!({
-                "scheme": args.scheme.name(),
-                "n": args.n,
-                "method": method,
-                "alpha": row.alpha,
+                "scheme": report.scheme,
+                "n": report.n,
+                "method": report.method,
+                "alpha_star": row.alpha_star,
                 "vocab_size": plan.vocab_size(),
                 "drafts_as": drafts_as,
                 "outcomes": outcomes,
@@ -104,80 +130,6 @@ pub fn plans_json(
     match documents.as_slice() {
         [one] => one.to_string(),
         _ => json!({ "rows": documents }).to_string(),
-    }
-}
-
-#[derive(Debug, Serialize)]
-struct JsonRow<'a> {
-    alpha: f64,
-    scheme: &'a str,
-    n: usize,
-    method: &'a str,
-    certificate: Option<&'a [usize]>,
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    run: Option<SolverRun>,
-}
-
-pub struct Report<'a> {
-    pub scheme: &'a str,
-    pub n: usize,
-    pub method: &'a str,
-    pub rows: Vec<Solved>,
-}
-
-/// Certificates longer than this are elided in tables (JSON has them whole).
-const SHOWN_TOKENS: usize = 8;
-
-impl Report<'_> {
-    /// One problem: the row object; several: `{"rows": [...]}`.
-    pub fn to_json(&self) -> String {
-        let rows: Vec<JsonRow> = self
-            .rows
-            .iter()
-            .map(|r| JsonRow {
-                alpha: r.alpha,
-                scheme: self.scheme,
-                n: self.n,
-                method: self.method,
-                certificate: r.certificate.as_deref(),
-                run: r.run,
-            })
-            .collect();
-        let document = match rows.as_slice() {
-            [one] => serde_json::to_value(one),
-            _ => serde_json::to_value(json!({ "rows": rows })),
-        };
-        document.map(|d| d.to_string()).unwrap_or_default()
-    }
-
-    pub fn to_table(&self) -> String {
-        let mut out = format!(
-            "scheme {}, n = {}, method {}\n{:>5}  {:>16}  {:>8}  H*\n",
-            self.scheme, self.n, self.method, "row", "alpha*", "|H*|"
-        );
-        for (i, row) in self.rows.iter().enumerate() {
-            let (size, tokens) = match &row.certificate {
-                Some(tokens) => {
-                    let shown: Vec<String> = tokens
-                        .iter()
-                        .take(SHOWN_TOKENS)
-                        .map(usize::to_string)
-                        .collect();
-                    let more = if tokens.len() > SHOWN_TOKENS {
-                        ", ..."
-                    } else {
-                        ""
-                    };
-                    (
-                        tokens.len().to_string(),
-                        format!("{{{}{more}}}", shown.join(", ")),
-                    )
-                }
-                None => ("-".into(), "(min cut did not verify)".into()),
-            };
-            out += &format!("{i:>5}  {:>16.12}  {size:>8}  {tokens}\n", row.alpha);
-        }
-        out
     }
 }
 

@@ -1,0 +1,473 @@
+//! # mdsd-convex
+//!
+//! The optimal verifier for n i.i.d. drafts at full vocabulary by convex
+//! programs in the weights of a selection rule (`docs/DESIGN.md` §5),
+//! without enumerating draft sets. Entry point: [`ConvexSolver`], a
+//! [`Solve`]r; [`ConvexSolver::solve_with`] takes a [`Workspace`] the
+//! caller holds.
+//!
+//! The verifier selects one draft index with probability proportional to
+//! e^(theta of its token), counting duplicates: among the drafts outside
+//! H* with the outer weights when there is one, among all drafts with the
+//! inner weights otherwise ([`SelectionRule`]). The selected token's law r
+//! is a one-dimensional integral per token, and single-draft speculative
+//! sampling of the selected token against p (accept with min(1, p / r),
+//! else draw from (p - r)+) outputs exactly p for *any* weights. The
+//! weights minimise two box-constrained convex potentials whose gradients
+//! are r - p: the outer one over theta <= 0 (optimum r <= p outside H*) and
+//! the inner one over theta >= 0 (r >= p on H*), where the acceptance
+//! Σ min(p, r) is alpha* = p(H*) + 1 - q(H*)^n. The solver's tolerance only
+//! costs acceptance, never exactness.
+//!
+//! [`GlobalResolution`] is the published baseline (Thomas & Pal): the same
+//! two programs over enumerated draft sets of a truncation set, refused
+//! with [`ConvexError::EnumerationBudget`] when those are too many.
+//!
+//! ## Inside
+//!
+//! * `newton`: projected Newton for box-constrained programs (Bertsekas'
+//!   two-metric projection, ε-active set, Armijo along the projection arc),
+//!   over a `Potential` that supplies its own Newton direction.
+//! * `selection`: the enumeration-free rule's potential. `nodes` holds the
+//!   trapezoidal rule in ln c (step ln 2 / 3, ~1e-14 relative);
+//!   `integrals` evaluates r and the potential token by token (a Taylor
+//!   series below a c = 1/64 summed as node moments, squaring chains above;
+//!   tokens at theta = 0 as one token, exactly); `buckets` does the same
+//!   from `BUCKETED_FROM` tokens per bucket of theta of width 1/32 (a
+//!   9-term series in the offset from the centre); `hessian` solves the
+//!   Newton system of the Hessian's structure, a weighted graph Laplacian
+//!   Diag(U W Uᵀ 1) - U W Uᵀ of node rank, by Woodbury on the coarse nodes
+//!   where the free tokens' rows of U live.
+//! * `ratio_groups`: starting points, a clipped log-ratio model, or from
+//!   `GROUPED_START_FROM` tokens nested programs over groups of tokens by
+//!   their ratio p / q.
+//! * `selection_rule`: the solved rule of both methods.
+//! * `global_resolution`: the baseline, with its dense Hessian block.
+//! * `thresholds` (sizes and bounds, one name per meaning), `numeric`
+//!   (short polynomials and sums), `workspace` (memory kept between solves).
+//!
+//! The programs live on the draft's support (found from q alone, so a top-k
+//! draft costs O(k) after one pass over q). Supports below `PARALLEL_FROM`
+//! tokens are solved on the calling thread, larger ones on rayon's pool.
+//!
+//! ```
+//! use mdsd_convex::ConvexSolver;
+//! use mdsd_core::{Distribution, DraftScheme, Problem, Solve};
+//!
+//! let p = Distribution::from_probs(vec![0.5, 0.3, 0.2])?;
+//! let q = Distribution::from_probs(vec![0.2, 0.3, 0.5])?;
+//! let problem = Problem::new(p, DraftScheme::iid(q, 2)?)?;
+//! let solution = ConvexSolver::default().solve(&problem)?;
+//! assert!((solution.summary.acceptance - 0.86).abs() < 1e-7);
+//! // The selection law of the drafts (2, 0): by the outer weights, token 0.
+//! let law = solution.rule.selection(&[2, 0]);
+//! assert_eq!(law, vec![(0, 1.0)]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod global_resolution;
+mod newton;
+mod numeric;
+mod ratio_groups;
+mod selection;
+mod selection_rule;
+mod thresholds;
+mod workspace;
+
+use std::time::Instant;
+
+use mdsd_bounds::{BoundError, IidAlgorithm, optimal_acceptance_iid};
+use mdsd_core::{
+    CoreError, Distribution, Instead, Method, Problem, SchemeKind, Solution, Solve, Status, Summary,
+};
+use thiserror::Error;
+
+pub use global_resolution::{
+    DEFAULT_ENUMERATION_BUDGET, DEFAULT_TRUNCATION, GlobalResolution, GlobalResolutionSolution,
+};
+pub use selection_rule::{Counting, SelectionRule};
+pub use workspace::Workspace;
+
+use newton::{Program, Stop};
+use numeric::{lane_sum, sum_where};
+use selection::Selectable;
+use selection_rule::Assembly;
+use thresholds::{PARALLEL_FROM, THETA_LIMIT};
+use workspace::WorkspacePool;
+
+/// Default bound on the acceptance lost to the solver, alpha* - acceptance.
+pub const DEFAULT_TOLERANCE: f64 = 1e-7;
+/// Default cap on iterations of each of the two programs.
+pub const DEFAULT_MAX_ITERATIONS: usize = 100;
+
+/// Why no solution.
+#[derive(Debug, Error)]
+pub enum ConvexError {
+    #[error(transparent)]
+    Invalid(#[from] CoreError),
+    #[error(transparent)]
+    Bound(#[from] BoundError),
+    #[error(
+        "the convex solver handles i.i.d. drafts only, not {scheme} drafts{instead}",
+        instead = Instead(UNSUPPORTED_INSTEAD)
+    )]
+    Unsupported { scheme: SchemeKind },
+    #[error(
+        "Global Resolution would enumerate {sets:.3e} draft sets (budget {budget}){}",
+        Instead(ENUMERATION_INSTEAD)
+    )]
+    EnumerationBudget { sets: f64, budget: usize },
+    #[error(
+        "the {side} program did not reach the tolerance {tolerance:e} in {iterations} iterations \
+         (acceptance lost: {lost:e})"
+    )]
+    IterationCap {
+        side: &'static str,
+        iterations: usize,
+        lost: f64,
+        tolerance: f64,
+    },
+}
+
+/// What covers the schemes the convex solver does not.
+const UNSUPPORTED_INSTEAD: &[Method] = &[Method::ClosedForm, Method::MaxFlow];
+/// What scales where Global Resolution's enumeration refuses.
+const ENUMERATION_INSTEAD: &[Method] = &[Method::Convex];
+
+impl ConvexError {
+    /// The methods this error points to instead (empty for most).
+    pub fn instead(&self) -> &'static [Method] {
+        match self {
+            ConvexError::Invalid(e) => e.instead(),
+            ConvexError::Bound(e) => e.instead(),
+            ConvexError::Unsupported { .. } => UNSUPPORTED_INSTEAD,
+            ConvexError::EnumerationBudget { .. } => ENUMERATION_INSTEAD,
+            ConvexError::IterationCap { .. } => &[],
+        }
+    }
+}
+
+/// Checks an iterative method's tolerance and iteration cap.
+fn check_tolerance(tolerance: f64, max_iterations: usize) -> Result<(), ConvexError> {
+    if !(tolerance > 0.0 && tolerance.is_finite()) {
+        return Err(CoreError::setting("tolerance", tolerance, "a positive finite number").into());
+    }
+    if max_iterations == 0 {
+        return Err(CoreError::setting("max_iterations", 0, "at least 1").into());
+    }
+    Ok(())
+}
+
+/// The enumeration-free convex solver. It keeps the memory of its solves
+/// for the next ones (one [`Workspace`] per solve running at once); a
+/// clone starts without.
+#[derive(Debug, Clone)]
+pub struct ConvexSolver {
+    /// Bound on alpha* - acceptance, split evenly between the two programs.
+    pub tolerance: f64,
+    pub max_iterations: usize,
+    workspaces: WorkspacePool,
+}
+
+impl Default for ConvexSolver {
+    fn default() -> Self {
+        Self {
+            tolerance: DEFAULT_TOLERANCE,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            workspaces: WorkspacePool::default(),
+        }
+    }
+}
+
+/// The solved selection rule, on the draft's support: with the draft
+/// truncated to its top k tokens that is k of the V tokens, and the
+/// solution costs O(k), not O(V).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvexSolution {
+    /// alpha* and H* from the closed form; the acceptance of the selected
+    /// token, Σ min(p, r); the Newton iterations of both programs,
+    /// counting those of the grouped programs that start large ones.
+    pub summary: Summary,
+    /// The rule: outer weights e^theta (<= 1) outside H*, inner weights
+    /// (>= 1) on H*, duplicates counted per draft, r on the support.
+    pub rule: SelectionRule,
+}
+
+impl Solution for ConvexSolution {
+    fn summary(&self) -> &Summary {
+        &self.summary
+    }
+}
+
+impl Solve for ConvexSolver {
+    type Solution = ConvexSolution;
+    type Error = ConvexError;
+
+    fn name(&self) -> &'static str {
+        "convex"
+    }
+
+    fn check_settings(&self) -> Result<(), ConvexError> {
+        check_tolerance(self.tolerance, self.max_iterations)
+    }
+
+    /// Solves the outer and inner programs of an i.i.d. problem, with a
+    /// workspace of the solver's own.
+    fn solve(&self, problem: &Problem) -> Result<ConvexSolution, ConvexError> {
+        self.workspaces
+            .with(|workspace| self.solve_with(problem, workspace))
+    }
+}
+
+impl ConvexSolver {
+    pub fn with_tolerance(self, tolerance: f64) -> Self {
+        Self { tolerance, ..self }
+    }
+
+    pub fn with_max_iterations(self, max_iterations: usize) -> Self {
+        Self {
+            max_iterations,
+            ..self
+        }
+    }
+
+    /// [`Solve::solve`] with memory the caller holds: vectors of the
+    /// program's size stay in `workspace` for the next solve.
+    pub fn solve_with(
+        &self,
+        problem: &Problem,
+        workspace: &mut Workspace,
+    ) -> Result<ConvexSolution, ConvexError> {
+        self.check_settings()?;
+        let start = Instant::now();
+        let drafts = problem.drafts();
+        if drafts.kind() != SchemeKind::Iid {
+            return Err(ConvexError::Unsupported {
+                scheme: drafts.kind(),
+            });
+        }
+        let (target, draft) = (problem.target(), &drafts.drafts()[0]);
+        let support = draft_support(draft.probs());
+        let restricted = (support.len() < target.len())
+            .then(|| restrict(target, draft, &support, workspace))
+            .transpose()?;
+        let (target, draft) = restricted.as_ref().map_or((target, draft), |(p, q)| (p, q));
+        let vocabulary = problem.vocab_size();
+        let parallel = support.len() >= PARALLEL_FROM;
+        let solve = |workspace: &mut Workspace| {
+            self.solve_on_support(target, draft, drafts.n(), support, vocabulary, workspace)
+        };
+        // Small programs make no parallel call and run on the calling
+        // thread; larger ones do, and each call from outside the pool would
+        // wake a worker and wait for it: there the whole solve goes to the
+        // pool once. The pass over the vocabulary above stays on the
+        // calling thread, whose cache holds the rows.
+        let solution = if parallel {
+            rayon::scope(|_| solve(workspace))
+        } else {
+            solve(workspace)
+        };
+        if let Some((target, draft)) = restricted {
+            workspace.give_problem(target.into_probs(), draft.into_probs());
+        }
+        let mut solution = solution?;
+        solution.summary.elapsed = start.elapsed();
+        Ok(solution)
+    }
+
+    /// Solves the programs of the problem restricted to the draft's
+    /// support (`restrict`), whose first tokens are `support`'s.
+    fn solve_on_support(
+        &self,
+        target: &Distribution,
+        draft: &Distribution,
+        n: usize,
+        support: Vec<usize>,
+        vocabulary: usize,
+        workspace: &mut Workspace,
+    ) -> Result<ConvexSolution, ConvexError> {
+        let bound = optimal_acceptance_iid(target, draft, n, IidAlgorithm::default())?;
+        // Programs, solution and acceptance on the support (the extra token
+        // of `restrict`, if any, is never selected and never in H*).
+        let (p, q) = (
+            &target.probs()[..support.len()],
+            &draft.probs()[..support.len()],
+        );
+        let mut in_h = vec![false; support.len()];
+        bound
+            .certificate
+            .iter()
+            .filter(|&&y| y < support.len())
+            .for_each(|&y| in_h[y] = true);
+        // Sized up front, not grown by doubling: each growth step of a
+        // vocabulary-sized list is a fresh mapping to fault in.
+        let mut inner = Vec::with_capacity(bound.certificate.len());
+        inner.extend(bound.certificate.iter().take_while(|&&y| y < support.len()));
+        let mut outer = Vec::with_capacity(support.len() - inner.len());
+        outer.extend((0..support.len()).filter(|&y| !in_h[y]));
+        let q_h: f64 = inner.iter().map(|&y| q[y]).sum();
+
+        let side_tolerance = 0.5 * self.tolerance;
+        let (outer_q, outer_p) = (workspace.gather(&outer, q), workspace.gather(&outer, p));
+        let outer_program = Program {
+            name: "outer",
+            potential: &Selectable {
+                q: &outer_q,
+                base: q_h,
+                n,
+            },
+            p: &outer_p,
+            bounds: (-THETA_LIMIT, 0.0),
+            stop: Stop::Excess,
+        };
+        let outer_solved = ratio_groups::minimise(
+            &outer_program,
+            side_tolerance,
+            self.max_iterations,
+            workspace,
+        )?;
+        let (inner_q, inner_p) = (workspace.gather(&inner, q), workspace.gather(&inner, p));
+        let inner_program = Program {
+            name: "inner",
+            potential: &Selectable {
+                q: &inner_q,
+                base: 0.0,
+                n,
+            },
+            p: &inner_p,
+            bounds: (0.0, THETA_LIMIT),
+            stop: Stop::Shortfall,
+        };
+        let inner_solved = ratio_groups::minimise(
+            &inner_program,
+            side_tolerance,
+            self.max_iterations,
+            workspace,
+        )?;
+
+        let certificate = inner.iter().map(|&y| support[y]).collect();
+        let (rule, iterations) = Assembly {
+            vocabulary,
+            tokens: support,
+            outer: (&outer, outer_solved),
+            inner: (&inner, inner_solved),
+            inner_none: 0.0,
+            counting: Counting::PerDraft,
+        }
+        .rule(workspace);
+        for vector in [outer_q, outer_p, inner_q, inner_p] {
+            workspace.give(vector);
+        }
+        let summary = Summary {
+            alpha_star: bound.alpha_star,
+            acceptance: rule.acceptance(p),
+            certificate,
+            status: Status::Converged {
+                tolerance: self.tolerance,
+            },
+            iterations,
+            elapsed: Default::default(),
+        };
+        Ok(ConvexSolution { summary, rule })
+    }
+}
+
+/// The tokens of positive draft probability, ascending, in one pass over
+/// the draft alone (p is read only on them, by `restrict`). Chunks with
+/// no set bit are skipped after one OR over them (a truncated draft's
+/// are mostly empty); the tests of the others become a bit mask: drafted
+/// tokens are spread along the vocabulary, and a branch per token would
+/// mispredict on each of them.
+fn draft_support(q: &[f64]) -> Vec<usize> {
+    const CHUNK: usize = 32;
+    let mut support = Vec::new();
+    let chunks = q.chunks_exact(CHUNK);
+    let left = chunks.remainder();
+    for (chunk, q) in chunks.enumerate() {
+        // Only +0.0 has no bit set (a draft's entries are never negative).
+        if q.iter().fold(0, |any, q| any | q.to_bits()) == 0 {
+            continue;
+        }
+        let mut drafted = 0u32;
+        for (lane, &q) in q.iter().enumerate() {
+            drafted |= u32::from(q > 0.0) << lane;
+        }
+        while drafted != 0 {
+            support.push(chunk * CHUNK + drafted.trailing_zeros() as usize);
+            drafted &= drafted - 1;
+        }
+    }
+    let first = q.len() - left.len();
+    support.extend(
+        (first..)
+            .zip(left)
+            .filter(|&(_, &q)| q > 0.0)
+            .map(|(y, _)| y),
+    );
+    support
+}
+
+/// The problem on the draft's support, whose tokens come first in the
+/// order of `support`, plus one token of draft probability 0 holding the
+/// target mass of the rest when it has any. A token that is never drafted
+/// gets no weight, and is never in H*: adding it to H raises p(H) and not
+/// q(H). So alpha* and H* are those of the whole problem, found in O(k)
+/// after one pass over the draft.
+///
+/// The rest is 1 - p(support), not a sum over the other tokens, which
+/// would read all of p where a top-k draft needs k entries of it: its
+/// error, the rounding of p's normalisation, at most about V ε, is
+/// absolute, as is every error of an acceptance. Below V ε the rest is
+/// summed directly over the undrafted tokens: a draft that covers all of
+/// the target's mass gets no token of rounding-sized mass, which would
+/// shift ties of H* in degenerate problems (alpha* = 1) to where the inner
+/// program cannot reach its tolerance (a saved proptest regression).
+fn restrict(
+    target: &Distribution,
+    draft: &Distribution,
+    support: &[usize],
+    workspace: &mut Workspace,
+) -> Result<(Distribution, Distribution), CoreError> {
+    let (p, q) = (target.probs(), draft.probs());
+    // With room for the token of the rest.
+    let (mut p_support, mut q_support) = workspace.take_problem(support.len() + 1);
+    p_support.extend(support.iter().map(|&y| p[y]));
+    q_support.extend(support.iter().map(|&y| q[y]));
+    let mut rest = 1.0 - lane_sum(&p_support);
+    if rest <= p.len() as f64 * f64::EPSILON {
+        rest = sum_where(p, q, |q| q == 0.0);
+    }
+    if rest > 0.0 {
+        p_support.push(rest);
+        q_support.push(0.0);
+    }
+    Ok((
+        Distribution::from_probs(p_support)?,
+        Distribution::from_probs(q_support)?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::draft_support;
+
+    /// The support is the tokens with q > 0, ascending, whatever blocks
+    /// they fall in: empty blocks, full ones, -0.0 entries (bits set, not
+    /// drafted), and a remainder after the last whole block.
+    #[test]
+    fn draft_support_is_the_positive_entries() {
+        for v in [0, 5, 31, 32, 33, 64, 100, 1000] {
+            for stride in [1, 3, 32, 37, 200] {
+                let q: Vec<f64> = (0..v)
+                    .map(|y| match y % stride {
+                        0 => 1.0 / v as f64,
+                        1 => -0.0,
+                        _ => 0.0,
+                    })
+                    .collect();
+                let expected: Vec<usize> = (0..v).filter(|&y| q[y] > 0.0).collect();
+                assert_eq!(draft_support(&q), expected, "v = {v}, stride {stride}");
+            }
+        }
+    }
+}

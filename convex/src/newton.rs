@@ -1,0 +1,231 @@
+//! Projected Newton for the box-constrained programs of both methods: minimise
+//! `potential(theta) - <p, theta>` over `lo <= theta <= hi`, where the
+//! potential's gradient is the selected-token marginal r.
+
+use crate::{ConvexError, Workspace};
+
+/// Armijo's sufficient-decrease constant.
+const ARMIJO: f64 = 1e-4;
+/// Width of the ε-active set at the bounds, in theta.
+const ACTIVE: f64 = 1e-3;
+/// Longest move of one variable in one iteration.
+const REACH: f64 = 4.0;
+
+/// A potential at one point: its value, its gradient r, and what its
+/// Newton direction needs (`H`, per potential).
+pub(crate) struct Evaluation<H> {
+    pub potential: f64,
+    /// r_y, the gradient in theta_y.
+    pub marginal: Vec<f64>,
+    pub hessian: H,
+}
+
+/// A convex function of theta whose gradient is a selected-token marginal.
+pub(crate) trait Potential: Sync {
+    type Hessian;
+    /// The potential at theta; large vectors come from `workspace`.
+    fn evaluate(&self, theta: &[f64], workspace: &mut Workspace) -> Evaluation<Self::Hessian>;
+    /// A descent direction from `at`: Newton's (or close to it) in the free
+    /// variables, zero on those `held` at a bound by their gradient.
+    fn direction(
+        &self,
+        theta: &[f64],
+        at: &Evaluation<Self::Hessian>,
+        gradient: &[f64],
+        held: &[bool],
+        workspace: &mut Workspace,
+    ) -> Vec<f64>;
+    /// Whether the potential's gradient is unchanged along theta + t·1
+    /// (weights that enter only through their ratios): the objective is
+    /// then linear along 1, and with no variable held its Newton system
+    /// is singular there.
+    fn flat_along_ones(&self) -> bool {
+        false
+    }
+}
+
+/// When a program is solved.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stop {
+    /// The acceptance lost outside H*, Σ (r - p)+, is within the tolerance.
+    Excess,
+    /// The acceptance lost on H*, Σ (p - r)+, is within the tolerance.
+    Shortfall,
+    /// The projected gradient's l1 norm is within the tolerance (for
+    /// programs whose optimum need not reach p, such as truncated ones).
+    ProjectedGradient,
+}
+
+/// One program: minimise `potential(theta) - <p, theta>` over a box.
+pub(crate) struct Program<'a, P: Potential> {
+    pub name: &'static str,
+    pub potential: &'a P,
+    pub p: &'a [f64],
+    pub bounds: (f64, f64),
+    pub stop: Stop,
+}
+
+pub(crate) struct Solved {
+    pub theta: Vec<f64>,
+    pub marginal: Vec<f64>,
+    pub iterations: usize,
+}
+
+impl<P: Potential> Program<'_, P> {
+    fn gradient(&self, r: &[f64], workspace: &mut Workspace) -> Vec<f64> {
+        let mut gradient = workspace.take(r.len());
+        gradient.extend(r.iter().zip(self.p).map(|(r, p)| r - p));
+        gradient
+    }
+
+    /// Whether theta_k is within `margin` of a bound that its gradient
+    /// pushes against.
+    fn held(&self, theta: f64, gradient: f64, margin: f64) -> bool {
+        let (lo, hi) = self.bounds;
+        (theta <= lo + margin && gradient > 0.0) || (theta >= hi - margin && gradient < 0.0)
+    }
+
+    fn residual(&self, theta: &[f64], r: &[f64]) -> f64 {
+        match self.stop {
+            Stop::Excess => r.iter().zip(self.p).map(|(r, p)| (r - p).max(0.0)).sum(),
+            Stop::Shortfall => r.iter().zip(self.p).map(|(r, p)| (p - r).max(0.0)).sum(),
+            Stop::ProjectedGradient => theta
+                .iter()
+                .zip(r.iter().zip(self.p).map(|(r, p)| r - p))
+                .filter(|&(&t, g)| !self.held(t, g, 0.0))
+                .map(|(_, g)| g.abs())
+                .sum(),
+        }
+    }
+
+    /// Projected Newton from `start` (one theta per token, clamped to the
+    /// box) with Armijo backtracking along the projection arc
+    /// (Bertsekas, SIAM J. Control Optim. 1982, "two-metric" projection):
+    /// variables held at a bound by their gradient do not move, the others
+    /// take the potential's Newton direction. Each accepted step decreases
+    /// the convex objective, and the direction vanishes only at KKT points.
+    /// Own code: no maintained crate offers box-constrained Newton-type
+    /// minimisation (argmin's L-BFGS has no bounds).
+    pub fn minimise(
+        &self,
+        start: Vec<f64>,
+        tolerance: f64,
+        max_iterations: usize,
+        workspace: &mut Workspace,
+    ) -> Result<Solved, ConvexError> {
+        let (lo, hi) = self.bounds;
+        let mut theta = start;
+        theta.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
+        let mut current = self.objective(&theta, workspace);
+        let mut iterations = 0;
+        loop {
+            let lost = self.residual(&theta, &current.1.marginal);
+            if lost <= tolerance || self.p.is_empty() {
+                return Ok(Solved {
+                    theta,
+                    marginal: current.1.marginal,
+                    iterations,
+                });
+            }
+            if iterations == max_iterations {
+                return Err(ConvexError::IterationCap {
+                    side: self.name,
+                    iterations,
+                    lost,
+                    tolerance,
+                });
+            }
+            iterations += 1;
+            let value = current.0;
+            let gradient = self.gradient(&current.1.marginal, workspace);
+            // Variables within ACTIVE of a bound that their gradient pushes
+            // against go to it and leave the Newton system (Bertsekas' ε-active
+            // set): a Newton step for a variable a hair above its bound is
+            // cut by the projection for every step length, which stalls the
+            // line search.
+            let active: Vec<bool> = theta
+                .iter()
+                .zip(&gradient)
+                .map(|(&t, &g)| self.held(t, g, ACTIVE))
+                .collect();
+            let mut direction = self
+                .potential
+                .direction(&theta, &current.1, &gradient, &active, workspace);
+            if self.potential.flat_along_ones() && !active.contains(&true) {
+                self.recentre(&theta, &mut direction);
+            }
+            for ((d, &t), &a) in direction.iter_mut().zip(&theta).zip(&active) {
+                if a {
+                    *d = if t - lo <= ACTIVE { lo - t } else { hi - t };
+                }
+                *d = d.clamp(-REACH, REACH);
+            }
+            // Rounding in the potential, so that the search does not stall
+            // on noise near the optimum.
+            let slack = 1e-14 * (1.0 + value.abs());
+            let mut step = 1.0;
+            loop {
+                let mut trial = workspace.take(theta.len());
+                trial.extend(
+                    theta
+                        .iter()
+                        .zip(&direction)
+                        .map(|(t, d)| (t + step * d).clamp(lo, hi)),
+                );
+                let decrease: f64 = trial
+                    .iter()
+                    .zip(&theta)
+                    .zip(&gradient)
+                    .map(|((t1, t0), g)| (t1 - t0) * g)
+                    .sum();
+                let mut evaluated = self.objective(&trial, workspace);
+                let accepted = evaluated.0 <= value + ARMIJO * decrease + slack || step < 1e-10;
+                if accepted {
+                    std::mem::swap(&mut theta, &mut trial);
+                    std::mem::swap(&mut current, &mut evaluated);
+                }
+                // The point left behind.
+                workspace.give(trial);
+                workspace.give(evaluated.1.marginal);
+                if accepted {
+                    break;
+                }
+                step *= 0.5;
+            }
+            workspace.give(gradient);
+            workspace.give(direction);
+        }
+    }
+
+    /// Takes a multiple of 1 off a direction with no variable held, for a
+    /// potential flat along 1. The Newton system is then singular along 1,
+    /// and the direction's component there is the rounding of Σ (r - p)
+    /// amplified by the ridge (it reached 50 in theta on a two-token
+    /// instance): it moves no r, and clipped by REACH or the box it wiped
+    /// out the step that did, so the iteration cycled short of its
+    /// tolerance. Any multiple of 1 gives a Newton direction with the same
+    /// r; the one taken off is the direction's mean, moved as little as
+    /// needed to keep the full step inside the box.
+    fn recentre(&self, theta: &[f64], direction: &mut [f64]) {
+        let (lo, hi) = self.bounds;
+        let moved = theta.iter().zip(direction.iter()).map(|(t, d)| t + d);
+        let (low, high) = moved.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+            (a.min(x), b.max(x))
+        });
+        let mean = direction.iter().sum::<f64>() / direction.len() as f64;
+        let (least, most) = (high - hi, low - lo);
+        let shift = if least <= most {
+            mean.clamp(least, most)
+        } else {
+            mean
+        };
+        direction.iter_mut().for_each(|d| *d -= shift);
+    }
+
+    /// The objective's value and the potential's evaluation.
+    fn objective(&self, theta: &[f64], workspace: &mut Workspace) -> (f64, Evaluation<P::Hessian>) {
+        let evaluation = self.potential.evaluate(theta, workspace);
+        let linear: f64 = self.p.iter().zip(theta).map(|(p, t)| p * t).sum();
+        (evaluation.potential - linear, evaluation)
+    }
+}

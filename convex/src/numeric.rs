@@ -1,0 +1,68 @@
+//! Numeric helpers shared by the evaluation, the Newton directions and the
+//! solver: short Taylor polynomials, sums that keep their precision and
+//! vectorise, and the curvature floor.
+
+/// Below x = SQUARING_FROM, e^(-x) is a Taylor polynomial; from there on a
+/// square of the value at x / 2. Squaring doubles the exponent's relative
+/// error, so starting at x >= 1/64 the error at x is at most 64 x · 1e-16
+/// (6e-15 at x = 1), and below it the polynomial avoids squaring the
+/// rounding of 1 - x.
+pub(crate) const SQUARING_FROM: f64 = 1.0 / 64.0;
+
+// Every helper here is `#[inline]`: they run per token or per node in the
+// other modules' hot loops, which sit in other codegen units.
+
+/// e^t - 1 for |t| <= 1/32 by its Taylor polynomial to t^8 (remainder
+/// below |t|^8 / 9! < 3e-18 of it). `exp_m1` is a libm call on baseline
+/// x86-64, one per token on the hot path of the `convex_grid` benchmark.
+#[inline]
+pub(crate) fn small_expm1(t: f64) -> f64 {
+    const INVERSE_FACTORIALS: [f64; 8] = [
+        1.0,
+        1.0 / 2.0,
+        1.0 / 6.0,
+        1.0 / 24.0,
+        1.0 / 120.0,
+        1.0 / 720.0,
+        1.0 / 5040.0,
+        1.0 / 40320.0,
+    ];
+    t * INVERSE_FACTORIALS
+        .iter()
+        .rev()
+        .fold(0.0, |acc, f| acc * t + f)
+}
+
+/// Σ x, in the running sums of [`sum_where`].
+#[inline]
+pub(crate) fn lane_sum(x: &[f64]) -> f64 {
+    sum_where(x, x, |_| true)
+}
+
+/// `Σ x_i` over the i with `keep(mask_i)`, branch-free (whether an entry
+/// is kept follows no pattern along a vocabulary), in four running sums
+/// (one would be a chain of dependent additions) per chunk of 256 entries,
+/// the chunks' sums added at the end: summed one by one into a total near
+/// 1, the entries of 1e-17 and below that real rows hold by the ten
+/// thousand would be lost.
+#[inline]
+pub(crate) fn sum_where(x: &[f64], mask: &[f64], keep: impl Fn(f64) -> bool) -> f64 {
+    const CHUNK: usize = 256;
+    x.chunks(CHUNK)
+        .zip(mask.chunks(CHUNK))
+        .map(|(x, mask)| {
+            let mut lanes = [0.0; 4];
+            for (i, (&x, &m)) in x.iter().zip(mask).enumerate() {
+                lanes[i % 4] += if keep(m) { x } else { 0.0 };
+            }
+            lanes.iter().sum::<f64>()
+        })
+        .sum()
+}
+
+/// A curvature (a diagonal of the Hessian, or of its model) floored so
+/// that a variable whose r is flat in theta still takes a finite step.
+#[inline]
+pub(crate) fn curvature_floor(curvature: f64, r: f64) -> f64 {
+    curvature.max(1e-12 * r).max(1e-300)
+}

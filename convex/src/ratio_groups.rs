@@ -1,0 +1,263 @@
+//! Starting points: for large programs a small program over groups of
+//! tokens by their ratio p / q; for the others (and the coarsest group
+//! level) `model_start`, a clipped log-ratio model of the weights.
+//!
+//! At a KKT point of either program of the enumeration-free solver,
+//! `r_y = q_y g(theta_y)` with one increasing function g per program (the
+//! integral of module `selection` with q_y factored out), so every free
+//! theta_y solves `g(theta_y) = p_y / q_y`: the optimal weights are an
+//! increasing function of the ratio alone. Tokens of nearly equal ratio thus
+//! get nearly equal weights, and tokens of equal weight enter phi only
+//! through their total q, so the program restricted to one weight per group
+//! of ratios is the same kind of program over one token per group (draft
+//! probability Σ q, target probability Σ p), of a few hundred tokens where
+//! the vocabulary has 10^5. Its solution, interpolated in the ratio between
+//! neighbouring groups, is within about the squared relative width of a
+//! group of the optimum, where Newton converges in one or two steps.
+
+use rayon::prelude::*;
+
+use crate::newton::{Program, Solved};
+use crate::selection::Selectable;
+use crate::thresholds::{GROUPED_START_FROM, TOKENS_PER_TASK};
+use crate::{ConvexError, Workspace};
+/// Mantissa bits of the ratio kept in a group's key at the finest level:
+/// groups of relative width at most 2^-GROUP_BITS. Each coarser level
+/// keeps COARSENING bits fewer.
+const GROUP_BITS: u32 = 6;
+const COARSENING: u32 = 2;
+/// A grouping pays only if it divides the tokens by at least this.
+const SHRINK: usize = 2;
+/// Ratios are clamped to [2^-64, 2^64]: p = 0 joins the lowest group.
+const RATIO_FLOOR: f64 = 5.421_010_862_427_522e-20;
+const RATIO_CEILING: f64 = 1.844_674_407_370_955_2e19;
+
+/// Minimises `program`, from the solution of a grouped program when it is
+/// large, itself solved the same way with coarser groups: each level
+/// starts Newton close enough for one or two steps, and only the coarsest
+/// starts from `model_start`.
+pub(crate) fn minimise(
+    program: &Program<Selectable>,
+    tolerance: f64,
+    max_iterations: usize,
+    workspace: &mut Workspace,
+) -> Result<Solved, ConvexError> {
+    minimise_from(
+        program,
+        Some(GROUP_BITS),
+        tolerance,
+        max_iterations,
+        workspace,
+    )
+}
+
+fn minimise_from(
+    program: &Program<Selectable>,
+    bits: Option<u32>,
+    tolerance: f64,
+    max_iterations: usize,
+    workspace: &mut Workspace,
+) -> Result<Solved, ConvexError> {
+    let warm = bits
+        .filter(|_| program.p.len() >= GROUPED_START_FROM)
+        .and_then(|bits| warm_start(program, bits, tolerance, max_iterations, workspace));
+    let (start, grouped_iterations) = warm.unwrap_or_else(|| (model_start(program), 0));
+    let mut solved = program.minimise(start, tolerance, max_iterations, workspace)?;
+    solved.iterations += grouped_iterations;
+    Ok(solved)
+}
+
+/// The solution of the program over groups of ratios with `bits` mantissa
+/// bits, interpolated to every token of `program`, and the Newton
+/// iterations spent on it (at every level); `None` when grouping
+/// does not shrink the program or the grouped program fails (Newton then
+/// starts from `model_start`).
+fn warm_start(
+    program: &Program<Selectable>,
+    bits: u32,
+    tolerance: f64,
+    max_iterations: usize,
+    workspace: &mut Workspace,
+) -> Option<(Vec<f64>, usize)> {
+    let (q, p) = (program.potential.q, program.p);
+    // For positive floats the bit pattern increases with the value: its
+    // exponent and top mantissa bits number the groups in ratio order.
+    let shift = 52 - bits;
+    let first_key = RATIO_FLOOR.to_bits() >> shift;
+    let groups = ((RATIO_CEILING.to_bits() >> shift) - first_key + 1) as usize;
+    let key = |p: f64, q: f64| {
+        let ratio = (p / q).clamp(RATIO_FLOOR, RATIO_CEILING);
+        ((ratio.to_bits() >> shift) - first_key) as u32
+    };
+    // Keys are computed again for the interpolation below rather than kept:
+    // a division and a shift cost less than writing and reading a vector of
+    // the program's size.
+    let mut group_q = vec![0.0; groups];
+    let mut group_p = vec![0.0; groups];
+    for (&q, &p) in q.iter().zip(p) {
+        let k = key(p, q) as usize;
+        group_q[k] += q;
+        group_p[k] += p;
+    }
+    let occupied: Vec<usize> = (0..groups).filter(|&k| group_q[k] > 0.0).collect();
+    if occupied.len() * SHRINK > q.len() {
+        return None;
+    }
+    let mut index = vec![usize::MAX; groups];
+    occupied.iter().enumerate().for_each(|(i, &k)| index[k] = i);
+    let grouped_q: Vec<f64> = occupied.iter().map(|&k| group_q[k]).collect();
+    let grouped_p: Vec<f64> = occupied.iter().map(|&k| group_p[k]).collect();
+    let grouped = Program {
+        name: program.name,
+        potential: &Selectable {
+            q: &grouped_q,
+            ..*program.potential
+        },
+        p: &grouped_p,
+        bounds: program.bounds,
+        stop: program.stop,
+    };
+    // Solved tighter than the program itself, so that its residual does not
+    // decide whether the interpolated start already meets the tolerance.
+    let grouped = minimise_from(
+        &grouped,
+        bits.checked_sub(COARSENING),
+        tolerance / 16.0,
+        max_iterations,
+        workspace,
+    )
+    .ok()?;
+
+    // A group's weight belongs to its mean ratio Σ p / Σ q; a token's is
+    // interpolated linearly in the ratio towards the neighbouring group on
+    // its side.
+    let theta = &grouped.theta;
+    let centre: Vec<f64> = grouped_p
+        .iter()
+        .zip(&grouped_q)
+        .map(|(p, q)| p / q)
+        .collect();
+    let mut start = workspace.take(p.len());
+    p.par_iter()
+        .zip(q)
+        .with_min_len(TOKENS_PER_TASK)
+        .map(|(&p, &q)| {
+            let i = index[key(p, q) as usize];
+            let rho = p / q;
+            let neighbour = if rho >= centre[i] {
+                i + 1
+            } else {
+                i.wrapping_sub(1)
+            };
+            if neighbour >= theta.len() {
+                return theta[i];
+            }
+            let t = (rho - centre[i]) / (centre[neighbour] - centre[i]);
+            theta[i] + t * (theta[neighbour] - theta[i])
+        })
+        .collect_into_vec(&mut start);
+    Some((start, grouped.iterations))
+}
+
+/// A start from the model r_y = q_y g0 e^(theta_y) (the selection law of a
+/// token of small q, whose weight scales its share), clipped to the box:
+/// theta_y = clamp(ln(p_y / (q_y g0)), lo, hi), which makes r_y = p_y for
+/// the free tokens, with g0 such that the model's r sums to the program's
+/// total, P(S > 0) = (base + Σ q)^n - base^n (r is the law of the selected
+/// token, whatever the weights). On real rows the optimum follows it to a
+/// few hundredths in theta, except for the few tokens of large q, whose r
+/// saturates, and it finds the tokens at the bound (a prefix of the ratio
+/// order) at once, where from theta = 0 Newton frees them a few at a time
+/// (`convex_grid` reports the iterations).
+fn model_start(program: &Program<Selectable>) -> Vec<f64> {
+    let (q, p) = (program.potential.q, program.p);
+    let (lo, hi) = program.bounds;
+    let (base, n) = (program.potential.base, program.potential.n as i32);
+    let total = (base + q.iter().sum::<f64>()).powi(n) - base.powi(n);
+    // F(g0) = Σ_y clamp(p_y, g0 q_y e^lo, g0 q_y e^hi) is increasing and
+    // piecewise linear in g0, between g0 e^lo Σ q and g0 e^hi Σ q: the root
+    // lies in a bracket of width e^(hi - lo), where Newton on F lands on it
+    // once it reaches the root's linear piece (a few passes over the tokens
+    // where bisection to 1e-6 would take about 25), falling back to bisection in ln g0
+    // when a step leaves the bracket, down to 1e-6 (Newton corrects the rest).
+    let (low_factor, high_factor) = (lo.exp(), hi.exp());
+    // F(g0) and its slope, the q e^lo or q e^hi of the clamped tokens.
+    let model_total = |g0: f64| -> (f64, f64) {
+        p.iter().zip(q).fold((0.0, 0.0), |(sum, slope), (&p, &q)| {
+            let (least, most) = (g0 * q * low_factor, g0 * q * high_factor);
+            let clamped = f64::from(u8::from(p <= least)) * low_factor
+                + f64::from(u8::from(p >= most)) * high_factor;
+            (sum + p.max(least).min(most), slope + clamped * q)
+        })
+    };
+    let q_total: f64 = q.iter().sum();
+    let (mut below, mut above) = (
+        total / (high_factor * q_total),
+        total / (low_factor * q_total),
+    );
+    let mut g0 = (below * above).sqrt();
+    while above > below * (1.0 + 1e-6) {
+        let (value, slope) = model_total(g0);
+        if (value - total).abs() <= 1e-14 * total {
+            break;
+        }
+        if value < total {
+            below = g0;
+        } else {
+            above = g0;
+        }
+        let newton = g0 + (total - value) / slope;
+        g0 = if newton > below && newton < above {
+            newton
+        } else {
+            (below * above).sqrt()
+        };
+    }
+    p.iter()
+        .zip(q)
+        .map(|(&p, &q)| (p / (q * g0)).ln().clamp(lo, hi))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::newton::Stop;
+
+    /// The model's r, clamp(p_y, g0 q_y e^lo, g0 q_y e^hi) at the start's
+    /// g0, sums to P(S > 0) (to the bracket's relative 1e-6 in g0, which
+    /// bounds the sum's relative error by the same), and the start lies in
+    /// the box: inner side
+    /// (theta >= 0, nothing else drafted) and outer side (theta <= 0, H*
+    /// drafted but never selected).
+    #[test]
+    fn model_start_matches_the_selection_total() {
+        let q: Vec<f64> = (1..=50).map(|i| (i % 9 + 1) as f64 / 500.0).collect();
+        let shape: Vec<f64> = (1..=50).map(|i| ((i * 7) % 11) as f64).collect();
+        // At the optimum r >= p on the inner side (r = p where free) and
+        // r <= p on the outer side, so p's mass is below, or above, r's.
+        for (bounds, base, n, share) in [((0.0, 40.0), 0.0, 4, 0.8), ((-40.0, 0.0), 0.3, 8, 1.25)] {
+            let total = (base + q.iter().sum::<f64>()).powi(n as i32) - base.powi(n as i32);
+            let scale = share * total / shape.iter().sum::<f64>();
+            let p: Vec<f64> = shape.iter().map(|x| x * scale).collect();
+            let side = Selectable { q: &q, base, n };
+            let program = Program {
+                name: "test",
+                potential: &side,
+                p: &p,
+                bounds,
+                stop: Stop::ProjectedGradient,
+            };
+            let start = model_start(&program);
+            assert!(start.iter().all(|t| (bounds.0..=bounds.1).contains(t)));
+            // r_y = q_y g0 e^theta_y is p_y on a free token: g0 from one.
+            let free = start
+                .iter()
+                .position(|&t| t > bounds.0 && t < bounds.1)
+                .expect("a free token");
+            let g0 = p[free] / (q[free] * start[free].exp());
+            let model: f64 = start.iter().zip(&q).map(|(t, q)| q * g0 * t.exp()).sum();
+            assert!((model - total).abs() <= 1e-6 * total, "{model} vs {total}");
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! The potential of the enumeration-free selection rule (`docs/DESIGN.md`
+//! §5): select one draft index with probability proportional to
+//! e^(theta of its token). Its value and gradient r are one-dimensional
+//! integrals per token (module `integrals`, on the nodes of module
+//! `nodes`); its Newton direction comes from the Hessian's structure, a
+//! weighted graph Laplacian of node rank (module `hessian`); large programs
+//! sum over buckets of theta instead of tokens (module `buckets`).
+
+mod buckets;
+mod hessian;
+mod integrals;
+mod nodes;
+
+pub(crate) use integrals::Selectable;
+pub(crate) use nodes::Nodes;
+
+use crate::Workspace;
+use crate::newton::{Evaluation, Potential};
+use crate::thresholds::BUCKETED_FROM;
+
+impl Potential for Selectable<'_> {
+    type Hessian = Nodes;
+
+    fn evaluate(&self, theta: &[f64], workspace: &mut Workspace) -> Evaluation<Nodes> {
+        integrals::evaluate_lumping_zero(self, theta, workspace)
+    }
+
+    /// Token by token below `BUCKETED_FROM` tokens, through buckets of
+    /// theta above.
+    fn direction(
+        &self,
+        theta: &[f64],
+        at: &Evaluation<Nodes>,
+        gradient: &[f64],
+        held: &[bool],
+        workspace: &mut Workspace,
+    ) -> Vec<f64> {
+        let grouped = self.q.len() >= BUCKETED_FROM;
+        let (nodes, marginal) = (&at.hessian, &at.marginal);
+        hessian::direction(
+            self, theta, nodes, marginal, gradient, held, grouped, workspace,
+        )
+    }
+
+    /// r is a softmax of the weights among the drafts: shifting every
+    /// theta of the program by t selects the same draft.
+    fn flat_along_ones(&self) -> bool {
+        true
+    }
+}

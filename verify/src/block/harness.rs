@@ -1,0 +1,226 @@
+//! Exact and sampled evaluation of block verifiers.
+
+use std::collections::HashMap;
+
+use mdsd_core::{
+    ContextModel, CoreError, CumulativeDistribution, Instead, Method, check_depth, draft_paths,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+use super::{Block, BlockVerifier, PerContext};
+use crate::VerifyError;
+use crate::sampling::chi_square;
+
+/// What exact enumeration or sampling says about a block verifier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockReport {
+    pub name: String,
+    /// E(tau), the expected number of accepted draft tokens.
+    pub expected_accepted: f64,
+    /// E(tau) + 1: tokens per target call.
+    pub block_efficiency: f64,
+    /// Exact mode: max over length-(L+1) sequences o of |P(output extended
+    /// by target samples = o) - p(o)|, 0 for a lossless verifier.
+    pub max_law_error: Option<f64>,
+    /// Sampled mode: the number of blocks drawn.
+    pub samples: Option<u64>,
+    /// Sampled mode: the standard error of `expected_accepted`.
+    pub standard_error: Option<f64>,
+    /// Sampled mode: the chi-square p-value of the first output token
+    /// against p(. | empty prefix) (small means lossy).
+    pub first_token_p_value: Option<f64>,
+}
+
+/// Exact mode: enumerates every ordered K-tuple of draft paths of `depth`
+/// tokens (at most `limit` tuples, and at most `limit` sequences of length
+/// L + 1), mixes the verifier's output laws, extends each output by the
+/// target's laws to length L + 1 and compares with p.
+pub fn exact_block(
+    model: &dyn ContextModel,
+    verifier: &dyn BlockVerifier,
+    depth: usize,
+    paths: usize,
+    limit: usize,
+) -> Result<BlockReport, VerifyError> {
+    check_depth(model, depth)?;
+    if paths == 0 {
+        return Err(VerifyError::DraftCount {
+            expected: 1,
+            found: 0,
+        });
+    }
+    let v = model.vocab_size() as u128;
+    let too_large = |what, size| CoreError::TooLarge {
+        what,
+        size,
+        limit: limit as u128,
+        instead: Instead(&[Method::Sampling]),
+    };
+    let sequences = v.saturating_pow(depth as u32 + 1);
+    if sequences > limit as u128 {
+        return Err(too_large("the set of output sequences", sequences).into());
+    }
+    let drafts = draft_paths(model, depth);
+    let tuples = (drafts.len() as u128).saturating_pow(paths as u32);
+    if tuples > limit as u128 {
+        return Err(too_large("the set of draft path tuples", tuples).into());
+    }
+    let mut outputs: HashMap<Vec<usize>, f64> = HashMap::new();
+    let mut expected_accepted = 0.0;
+    let mut index = vec![0; paths];
+    loop {
+        let tuple: Vec<Vec<usize>> = index.iter().map(|&i| drafts[i].0.clone()).collect();
+        let prob: f64 = index.iter().map(|&i| drafts[i].1).product();
+        for (seq, w) in verifier.law(&tuple)? {
+            mdsd_core::check_tokens(&seq, model.vocab_size())?;
+            expected_accepted += prob * w * (seq.len() - 1) as f64;
+            *outputs.entry(seq).or_default() += prob * w;
+        }
+        // The next tuple, odometer order.
+        match index.iter().rposition(|&i| i + 1 < drafts.len()) {
+            Some(k) => {
+                index[k] += 1;
+                index[k + 1..].iter_mut().for_each(|i| *i = 0);
+            }
+            None => break,
+        }
+    }
+    let mut law = vec![0.0; sequences as usize];
+    for (seq, mass) in &outputs {
+        extend(model, depth + 1, seq.clone(), *mass, &mut law);
+    }
+    let mut target = vec![0.0; sequences as usize];
+    extend(model, depth + 1, Vec::new(), 1.0, &mut target);
+    let max_law_error = law
+        .iter()
+        .zip(&target)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    Ok(BlockReport {
+        name: verifier.name().to_string(),
+        expected_accepted,
+        block_efficiency: expected_accepted + 1.0,
+        max_law_error: Some(max_law_error),
+        samples: None,
+        standard_error: None,
+        first_token_p_value: None,
+    })
+}
+
+/// Adds `mass` times the target's law of the continuations of `seq` to
+/// `length` tokens into `law`, indexed by the sequence read in base V.
+fn extend(model: &dyn ContextModel, length: usize, seq: Vec<usize>, mass: f64, law: &mut [f64]) {
+    if seq.len() == length {
+        let v = model.vocab_size();
+        law[seq.iter().fold(0, |acc, &t| acc * v + t)] += mass;
+        return;
+    }
+    let p = model.target(model.context(&seq)).probs();
+    for (y, &w) in p.iter().enumerate() {
+        if w > 0.0 {
+            let mut next = seq.clone();
+            next.push(y);
+            extend(model, length, next, mass * w, law);
+        }
+    }
+}
+
+/// Draws draft paths from a context model in O(L log V) per path, with one
+/// cumulative distribution per context built on first use.
+pub struct PathSampler<'m> {
+    block: Block<'m>,
+    cumulative: PerContext<CumulativeDistribution>,
+}
+
+impl<'m> PathSampler<'m> {
+    pub fn new(model: &'m dyn ContextModel, depth: usize) -> Result<Self, VerifyError> {
+        Ok(Self {
+            block: Block::new(model, depth)?,
+            cumulative: PerContext::new(model),
+        })
+    }
+
+    /// `paths` i.i.d. draft paths.
+    pub fn sample<R: Rng + ?Sized>(&self, paths: usize, rng: &mut R) -> Vec<Vec<usize>> {
+        (0..paths)
+            .map(|_| {
+                let model = self.block.model;
+                let mut path = Vec::with_capacity(self.block.depth);
+                for _ in 0..self.block.depth {
+                    let context = model.context(&path);
+                    let law = self.cumulative.get(context, || {
+                        CumulativeDistribution::new(model.draft(context).probs())
+                    });
+                    path.push(law.sample(rng));
+                }
+                path
+            })
+            .collect()
+    }
+}
+
+/// Blocks per parallel task; each task has its own RNG stream of the seed.
+const CHUNK: u64 = 1 << 10;
+
+/// Sampled mode: `samples` seeded blocks of `paths` draft paths, in
+/// parallel; the same seed gives the same report.
+pub fn sampled_block(
+    model: &dyn ContextModel,
+    verifier: &dyn BlockVerifier,
+    depth: usize,
+    paths: usize,
+    samples: u64,
+    seed: u64,
+) -> Result<BlockReport, VerifyError> {
+    if paths == 0 || samples == 0 {
+        return Err(VerifyError::DraftCount {
+            expected: 1,
+            found: 0,
+        });
+    }
+    let sampler = PathSampler::new(model, depth)?;
+    let chunks = samples.div_ceil(CHUNK);
+    let (sum, sum_squares, first_tokens) = (0..chunks)
+        .into_par_iter()
+        .map(|chunk| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(chunk);
+            let (mut sum, mut sum_squares) = (0.0, 0.0);
+            let mut first_tokens: HashMap<usize, u64> = HashMap::new();
+            for _ in 0..CHUNK.min(samples - chunk * CHUNK) {
+                let drafts = sampler.sample(paths, &mut rng);
+                let out = verifier.sample(&drafts, &mut rng)?;
+                mdsd_core::check_tokens(&out, model.vocab_size())?;
+                let tau = (out.len() - 1) as f64;
+                sum += tau;
+                sum_squares += tau * tau;
+                *first_tokens.entry(out[0]).or_default() += 1;
+            }
+            Ok::<_, VerifyError>((sum, sum_squares, first_tokens))
+        })
+        .try_reduce(
+            || (0.0, 0.0, HashMap::new()),
+            |(a, b, mut c), (x, y, z)| {
+                for (token, count) in z {
+                    *c.entry(token).or_default() += count;
+                }
+                Ok((a + x, b + y, c))
+            },
+        )?;
+    let n = samples as f64;
+    let mean = sum / n;
+    let variance = (sum_squares / n - mean * mean).max(0.0) * n / (n - 1.0).max(1.0);
+    let root = model.target(model.context(&[])).probs();
+    let (_, _, p_value) = chi_square(&first_tokens, root, samples);
+    Ok(BlockReport {
+        name: verifier.name().to_string(),
+        expected_accepted: mean,
+        block_efficiency: mean + 1.0,
+        max_law_error: None,
+        samples: Some(samples),
+        standard_error: Some((variance / n).sqrt()),
+        first_token_p_value: Some(p_value),
+    })
+}

@@ -1,0 +1,197 @@
+//! # mdsd-verify
+//!
+//! Token-level verifiers for multi-draft speculative sampling behind one
+//! trait, [`Verifier`], and the harnesses that tell, exactly, whether a
+//! verifier is lossless and how far it is from optimal (`docs/DESIGN.md`
+//! §6). Every verifier gives the exact law of its output for given drafts;
+//! the [`exact`] harness enumerates the draft law, mixes those laws, and
+//! reports the acceptance, the largest deviation of the output law from p,
+//! and alpha*; the [`sampled`] harness draws instead, at any vocabulary
+//! size, and tests the output against p by chi-square.
+//!
+//! The built-in verifiers are the variants of [`VerifierKind`] (`nss`,
+//! `naive`, `specinfer`, `rrs-wor`, `kseq`, `spechub`, `khisti`, `greedy`,
+//! `optimal-flow`, `optimal-convex`): their names, schemes, constructors
+//! ([`VerifierKind::prepare`]) and closed-form acceptances
+//! ([`VerifierKind::exact_acceptance`]) in one place. Your own verifier:
+//! implement [`Verifier::conditional`] and run the harness.
+//!
+//! Files by family: `baselines.rs` (nss, naive), `rejection.rs`
+//! (specinfer, rrs-wor), `kseq.rs`, `greedy.rs` (greedy, spechub),
+//! `khisti.rs`, `optimal.rs` (optimal-convex, optimal-flow); two shapes
+//! share their code: `sequential.rs` (try drafts in order against a fixed
+//! residual) and `selecting.rs` (select a draft, then verify it alone).
+//!
+//! Blocks of L draft tokens from K paths ([`block`]): token by token, block
+//! verification, GBV and any verifier above composed over the draft tree,
+//! with their own exact and sampled harnesses.
+//!
+//! ```
+//! use mdsd_core::{Distribution, DraftScheme, Problem};
+//! use mdsd_verify::{OutputLaw, Verifier, VerifierKind, VerifyError, exact};
+//!
+//! /// Accepts the first draft whenever p > q there, else draws from p: lossy.
+//! struct Eager { p: Vec<f64>, q: Vec<f64> }
+//!
+//! impl Verifier for Eager {
+//!     fn name(&self) -> &str { "eager" }
+//!     fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+//!         let x = drafts[0];
+//!         if self.p[x] > self.q[x] {
+//!             Ok(vec![(x, 1.0)])
+//!         } else {
+//!             Ok(self.p.iter().copied().enumerate().filter(|&(_, w)| w > 0.0).collect())
+//!         }
+//!     }
+//! }
+//!
+//! let p = Distribution::from_probs(vec![0.5, 0.3, 0.2])?;
+//! let q = Distribution::from_probs(vec![0.2, 0.3, 0.5])?;
+//! let problem = Problem::new(p.clone(), DraftScheme::iid(q.clone(), 2)?)?;
+//! let eager = Eager { p: p.probs().to_vec(), q: q.probs().to_vec() };
+//! let report = exact(&problem, &eager, 1_000_000)?;
+//! assert!(report.max_marginal_error > 0.1, "the harness finds it lossy");
+//!
+//! let specinfer = VerifierKind::SpecInfer.prepare(&problem)?;
+//! let report = exact(&problem, specinfer.as_ref(), 1_000_000)?;
+//! assert!(report.max_marginal_error < 1e-12 && (report.acceptance - 0.76).abs() < 1e-12);
+//! assert!((report.alpha_star - 0.86).abs() < 1e-12);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+/// Implements [`Verifier`] for a verifier of one of the two shapes
+/// (`sequential` or `selecting`), from its kind's name and the shape's
+/// exact law and sampler.
+macro_rules! verifier_of_shape {
+    ($type:ty, $kind:expr, $shape:ident) => {
+        impl $crate::Verifier for $type {
+            fn name(&self) -> &str {
+                $kind.name()
+            }
+
+            fn conditional(
+                &self,
+                drafts: &[usize],
+            ) -> Result<$crate::OutputLaw, $crate::VerifyError> {
+                $crate::$shape::law(self, drafts)
+            }
+
+            fn sample(
+                &self,
+                drafts: &[usize],
+                rng: &mut dyn rand::RngCore,
+            ) -> Result<usize, $crate::VerifyError> {
+                $crate::$shape::sample(self, drafts, rng)
+            }
+        }
+    };
+}
+
+mod acceptance;
+mod baselines;
+pub mod block;
+mod exact;
+mod greedy;
+mod khisti;
+mod kseq;
+mod laws;
+mod optimal;
+mod registry;
+mod rejection;
+mod sampling;
+mod selecting;
+mod sequential;
+
+use mdsd_bounds::BoundError;
+use mdsd_convex::ConvexError;
+use mdsd_core::{CoreError, Method, SchemeKind, sample_index};
+use mdsd_flow::FlowError;
+use mdsd_lp::LpError;
+use rand::RngCore;
+use thiserror::Error;
+
+pub use acceptance::{kseq_acceptance, naive_acceptance, nss_acceptance, specinfer_acceptance};
+pub use baselines::{Naive, Nss};
+pub use exact::{ExactReport, alpha_star, exact};
+pub use greedy::{Greedy, SpecHub};
+pub use khisti::{KHISTI_MAX_TRUNCATION, KHISTI_TRUNCATION, Khisti};
+pub use kseq::KSeq;
+pub use optimal::{OptimalConvex, OptimalFlow};
+pub use registry::VerifierKind;
+pub use rejection::{RrsWithoutReplacement, SpecInfer};
+pub use sampling::{SampledReport, sampled};
+
+/// A law over output tokens: `(token, probability)` pairs, tokens distinct,
+/// probabilities positive and summing to 1.
+pub type OutputLaw = Vec<(usize, f64)>;
+
+/// Why a verifier could not be prepared or evaluated.
+#[derive(Debug, Error)]
+pub enum VerifyError {
+    #[error(transparent)]
+    Invalid(#[from] CoreError),
+    #[error(transparent)]
+    Bound(#[from] BoundError),
+    #[error(transparent)]
+    Flow(#[from] FlowError),
+    #[error(transparent)]
+    Lp(#[from] LpError),
+    #[error(transparent)]
+    Convex(#[from] ConvexError),
+    #[error("khisti truncation s = {truncation} is out of range: it must be in 1..={max}")]
+    Truncation { truncation: usize, max: usize },
+    #[error(
+        "unknown verifier {name:?}: expected one of {}",
+        VerifierKind::ALL.map(VerifierKind::name).join(", ")
+    )]
+    UnknownVerifier { name: String },
+    #[error("verifier {verifier} does not support {scheme} drafts (it supports: {supported})")]
+    Unsupported {
+        verifier: &'static str,
+        scheme: SchemeKind,
+        supported: String,
+    },
+    #[error("expected {expected} drafts, got {found}")]
+    DraftCount { expected: usize, found: usize },
+    #[error("a draft path has {found} tokens; the block depth is {expected}")]
+    PathLength { expected: usize, found: usize },
+    #[error("draft token {token} is out of range for a vocabulary of {vocab_size}")]
+    TokenOutOfRange { token: usize, vocab_size: usize },
+    #[error("drafts {0:?} have probability 0 under this draft scheme")]
+    ImpossibleDrafts(Vec<usize>),
+}
+
+impl VerifyError {
+    /// The methods this error points to instead (empty for most).
+    pub fn instead(&self) -> &'static [Method] {
+        match self {
+            VerifyError::Invalid(e) => e.instead(),
+            VerifyError::Bound(e) => e.instead(),
+            VerifyError::Flow(e) => e.instead(),
+            VerifyError::Lp(e) => e.instead(),
+            VerifyError::Convex(e) => e.instead(),
+            _ => &[],
+        }
+    }
+}
+
+/// A verifier prepared for one target p and draft scheme. `Send + Sync`, so
+/// that the sampling harness can draw in parallel and prepared verifiers
+/// can be cached across threads (block composition).
+pub trait Verifier: Send + Sync {
+    /// The name used in reports.
+    fn name(&self) -> &str;
+
+    /// The exact law of the output token given the drafts, in the order
+    /// they were drawn.
+    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError>;
+
+    /// Draws the output token for the drafts with the caller's RNG. The
+    /// default draws from [`Verifier::conditional`], O(V); verifiers meant for
+    /// sampling at large V override it.
+    fn sample(&self, drafts: &[usize], rng: &mut dyn RngCore) -> Result<usize, VerifyError> {
+        let law = self.conditional(drafts)?;
+        let weights: Vec<f64> = law.iter().map(|l| l.1).collect();
+        Ok(law[sample_index(&weights, rng)].0)
+    }
+}

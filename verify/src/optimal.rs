@@ -1,0 +1,123 @@
+//! The optimal verifiers: the selection rule of mdsd-convex for i.i.d.
+//! drafts at any vocabulary, and the optimal plan of mdsd-flow for any
+//! scheme at small ones.
+
+use std::collections::HashMap;
+
+use mdsd_convex::{ConvexSolution, ConvexSolver};
+use mdsd_core::{Plan, Problem, Solve, token_set};
+use mdsd_flow::FlowSolver;
+
+use crate::laws::check_drafts;
+use crate::selecting::{Selecting, Verification};
+use crate::{OutputLaw, Verifier, VerifierKind, VerifyError};
+
+/// The optimal verifier of mdsd-convex for i.i.d. drafts: select one draft
+/// by the solved softmax weights (outer drafts first), then single-draft
+/// speculative sampling of the selected token against p: accept with
+/// min(1, p / r), else draw from (p - r)+, r the selected token's law.
+/// Lossless for any weights; optimal up to the solver's tolerance.
+pub struct OptimalConvex {
+    solution: ConvexSolution,
+    /// p, r on the vocabulary, and the residual.
+    verification: Verification,
+    q: Vec<f64>,
+    n: usize,
+}
+
+impl OptimalConvex {
+    pub fn new(problem: &Problem, solver: &ConvexSolver) -> Result<Self, VerifyError> {
+        let solution = solver.solve(problem)?;
+        let p = problem.target().probs().to_vec();
+        let verification = Verification::new(p, solution.rule.selected_law());
+        Ok(Self {
+            q: problem.drafts().drafts()[0].probs().to_vec(),
+            n: problem.drafts().n(),
+            solution,
+            verification,
+        })
+    }
+
+    /// The solved selection rule and r.
+    pub fn solution(&self) -> &ConvexSolution {
+        &self.solution
+    }
+}
+
+impl Selecting for OptimalConvex {
+    fn selection(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError> {
+        check_drafts(drafts, self.n, self.q.len())?;
+        if drafts.iter().any(|&x| self.q[x] <= 0.0) {
+            return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+        }
+        Ok(self.solution.rule.selection(drafts))
+    }
+
+    fn verification(&self) -> &Verification {
+        &self.verification
+    }
+}
+
+verifier_of_shape!(OptimalConvex, VerifierKind::OptimalConvex, selecting);
+
+/// The optimal verifier of mdsd-flow: the optimal plan pi(y | draft set)
+/// of max flow over draft sets, for any scheme. It depends on the drafts
+/// only through their set.
+pub struct OptimalFlow {
+    plan: Plan,
+    row_of_set: HashMap<Vec<usize>, usize>,
+    n: usize,
+}
+
+impl OptimalFlow {
+    /// Solves the max-flow network of `problem` and follows its plan.
+    pub fn new(problem: &Problem) -> Result<Self, VerifyError> {
+        let plan = FlowSolver::default().solve(problem)?.plan;
+        Ok(Self::from_plan(plan, problem.drafts().n()))
+    }
+
+    /// Follows a plan over draft sets (as mdsd-flow's solutions hold) for
+    /// `n` drafts.
+    pub fn from_plan(plan: Plan, n: usize) -> Self {
+        let row_of_set = plan
+            .law()
+            .outcomes
+            .iter()
+            .enumerate()
+            .map(|(row, set)| (set.clone(), row))
+            .collect();
+        Self {
+            plan,
+            row_of_set,
+            n,
+        }
+    }
+
+    /// The plan the verifier follows.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+}
+
+impl Verifier for OptimalFlow {
+    fn name(&self) -> &str {
+        VerifierKind::OptimalFlow.name()
+    }
+
+    /// pi(. | set(drafts)), for drafts in any order, repeats allowed.
+    fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+        check_drafts(drafts, self.n, self.plan.vocab_size())?;
+        let row = self
+            .row_of_set
+            .get(&token_set(drafts))
+            .ok_or_else(|| VerifyError::ImpossibleDrafts(drafts.to_vec()))?;
+        Ok(self
+            .plan
+            .conditional(*row)
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(_, w)| w > 0.0)
+            .collect())
+    }
+}

@@ -1,0 +1,173 @@
+//! Every verifier, by name: one enum, so that a name, the schemes it
+//! supports, its constructor and its closed-form acceptance cannot exist in
+//! one place and not another.
+
+use std::fmt;
+use std::str::FromStr;
+
+use mdsd_convex::ConvexSolver;
+use mdsd_core::{Problem, SchemeKind, Solve};
+
+use crate::acceptance::{kseq_acceptance, naive_acceptance, nss_acceptance, specinfer_acceptance};
+use crate::{
+    Greedy, KHISTI_TRUNCATION, KSeq, Khisti, Naive, Nss, OptimalConvex, OptimalFlow,
+    RrsWithoutReplacement, SpecHub, SpecInfer, Verifier, VerifyError,
+};
+
+/// The built-in token-level verifiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VerifierKind {
+    /// [`Nss`]: ignores the drafts.
+    Nss,
+    /// [`Naive`]: verifies the first draft alone.
+    Naive,
+    /// [`SpecInfer`]: recursive rejection sampling.
+    SpecInfer,
+    /// [`RrsWithoutReplacement`]: recursive rejection sampling of drafts
+    /// drawn without replacement.
+    RrsWithoutReplacement,
+    /// [`KSeq`]: SpecTr's K-SEQ.
+    KSeq,
+    /// [`SpecHub`]: on its own hub drafts.
+    SpecHub,
+    /// [`Khisti`]: Khisti et al.'s importance-sampling selection.
+    Khisti,
+    /// [`Greedy`]: Hu et al.'s verifier of their greedy drafts.
+    Greedy,
+    /// [`OptimalFlow`]: the optimal plan of max flow.
+    OptimalFlow,
+    /// [`OptimalConvex`]: the optimal selection rule of the convex solver.
+    OptimalConvex,
+}
+
+impl VerifierKind {
+    /// Every verifier, in report order.
+    pub const ALL: [VerifierKind; 10] = [
+        VerifierKind::Nss,
+        VerifierKind::Naive,
+        VerifierKind::SpecInfer,
+        VerifierKind::RrsWithoutReplacement,
+        VerifierKind::KSeq,
+        VerifierKind::SpecHub,
+        VerifierKind::Khisti,
+        VerifierKind::Greedy,
+        VerifierKind::OptimalFlow,
+        VerifierKind::OptimalConvex,
+    ];
+
+    /// The name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            VerifierKind::Nss => "nss",
+            VerifierKind::Naive => "naive",
+            VerifierKind::SpecInfer => "specinfer",
+            VerifierKind::RrsWithoutReplacement => "rrs-wor",
+            VerifierKind::KSeq => "kseq",
+            VerifierKind::SpecHub => "spechub",
+            VerifierKind::Khisti => "khisti",
+            VerifierKind::Greedy => "greedy",
+            VerifierKind::OptimalFlow => "optimal-flow",
+            VerifierKind::OptimalConvex => "optimal-convex",
+        }
+    }
+
+    /// The draft schemes the verifier is defined for.
+    pub fn schemes(self) -> &'static [SchemeKind] {
+        use SchemeKind::{Greedy, Hub, Iid, Independent, WithoutReplacement};
+        match self {
+            VerifierKind::Nss | VerifierKind::Naive | VerifierKind::OptimalFlow => &SchemeKind::ALL,
+            VerifierKind::SpecInfer | VerifierKind::Khisti => &[Iid, Independent],
+            VerifierKind::RrsWithoutReplacement => &[WithoutReplacement],
+            VerifierKind::KSeq | VerifierKind::OptimalConvex => &[Iid],
+            VerifierKind::SpecHub => &[Hub],
+            VerifierKind::Greedy => &[Greedy],
+        }
+    }
+
+    pub fn supports(self, scheme: SchemeKind) -> bool {
+        self.schemes().contains(&scheme)
+    }
+
+    /// [`VerifyError::Unsupported`] unless the verifier supports `scheme`.
+    pub fn check_scheme(self, scheme: SchemeKind) -> Result<(), VerifyError> {
+        if self.supports(scheme) {
+            return Ok(());
+        }
+        Err(VerifyError::Unsupported {
+            verifier: self.name(),
+            scheme,
+            supported: self
+                .schemes()
+                .iter()
+                .map(|s| s.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
+
+    /// Prepares the verifier for a problem (default settings: Khisti's
+    /// truncation of 15 tokens, the convex solver's default tolerance).
+    pub fn prepare(self, problem: &Problem) -> Result<Box<dyn Verifier>, VerifyError> {
+        self.check_scheme(problem.drafts().kind())?;
+        Ok(match self {
+            VerifierKind::Nss => Box::new(Nss::new(problem)),
+            VerifierKind::Naive => Box::new(Naive::new(problem)),
+            VerifierKind::SpecInfer => Box::new(SpecInfer::new(problem)),
+            VerifierKind::RrsWithoutReplacement => Box::new(RrsWithoutReplacement::new(problem)),
+            VerifierKind::KSeq => Box::new(KSeq::new(problem)),
+            VerifierKind::SpecHub => Box::new(SpecHub::new(problem)),
+            VerifierKind::Khisti => Box::new(Khisti::new(problem, KHISTI_TRUNCATION)?),
+            VerifierKind::Greedy => Box::new(Greedy::new(problem)),
+            VerifierKind::OptimalFlow => Box::new(OptimalFlow::new(problem)?),
+            VerifierKind::OptimalConvex => {
+                Box::new(OptimalConvex::new(problem, &ConvexSolver::default())?)
+            }
+        })
+    }
+
+    /// The exact acceptance without enumerating drafts, where a closed form
+    /// (or the convex solver's r) gives it; `None` for the others, which
+    /// the harnesses rate. `convex` solves for `optimal-convex` (holding
+    /// its memory between calls).
+    pub fn exact_acceptance(
+        self,
+        problem: &Problem,
+        convex: &ConvexSolver,
+    ) -> Option<Result<f64, VerifyError>> {
+        if let Err(e) = self.check_scheme(problem.drafts().kind()) {
+            return Some(Err(e));
+        }
+        Some(match self {
+            VerifierKind::Nss => nss_acceptance(problem),
+            VerifierKind::Naive => naive_acceptance(problem),
+            VerifierKind::SpecInfer => specinfer_acceptance(problem),
+            VerifierKind::KSeq => kseq_acceptance(problem).map(|(acceptance, _)| acceptance),
+            VerifierKind::OptimalConvex => convex
+                .solve(problem)
+                .map(|solution| solution.summary.acceptance)
+                .map_err(Into::into),
+            VerifierKind::RrsWithoutReplacement
+            | VerifierKind::SpecHub
+            | VerifierKind::Khisti
+            | VerifierKind::Greedy
+            | VerifierKind::OptimalFlow => return None,
+        })
+    }
+}
+
+impl fmt::Display for VerifierKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for VerifierKind {
+    type Err = VerifyError;
+
+    fn from_str(name: &str) -> Result<Self, VerifyError> {
+        VerifierKind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+            .ok_or_else(|| VerifyError::UnknownVerifier { name: name.into() })
+    }
+}

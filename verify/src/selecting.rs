@@ -1,0 +1,73 @@
+//! The shape of verifiers in the two steps of Khisti et al.'s canonical
+//! decomposition (their Theorem 1): select one of the drafts, then
+//! single-draft speculative sampling of the selected token against p. If
+//! the selected token has law r, the second step accepts it with
+//! probability min(1, p / r) and otherwise draws from (p - r)+, so the
+//! output is p for *any* selection rule. Khisti's pair-weight tournament
+//! and the optimal convex rule have this shape.
+
+use mdsd_core::sample_index;
+use rand::{Rng, RngCore};
+
+use crate::laws::{Rest, accept_prob, mix, residual};
+use crate::{OutputLaw, VerifyError};
+
+/// A verifier that selects a draft, then verifies it alone.
+pub(crate) trait Selecting {
+    /// The law of the selected token given the drafts (checked): (token,
+    /// probability).
+    fn selection(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError>;
+
+    /// Draws the selected token; the default draws from
+    /// [`Selecting::selection`].
+    fn select(&self, drafts: &[usize], rng: &mut dyn RngCore) -> Result<usize, VerifyError> {
+        let law = self.selection(drafts)?;
+        let weights: Vec<f64> = law.iter().map(|l| l.1).collect();
+        Ok(law[sample_index(&weights, rng)].0)
+    }
+
+    /// p, r and the residual the second step verifies against.
+    fn verification(&self) -> &Verification;
+}
+
+/// What the second step needs: the target p, the selected token's law r,
+/// and (p - r)+ renormalised with its sampler.
+pub(crate) struct Verification {
+    pub(crate) p: Vec<f64>,
+    pub(crate) r: Vec<f64>,
+    rest: Rest,
+}
+
+impl Verification {
+    pub(crate) fn new(p: Vec<f64>, r: Vec<f64>) -> Self {
+        let rest = Rest::new(residual(&p, &r));
+        Self { p, r, rest }
+    }
+}
+
+pub(crate) fn law(verifier: &impl Selecting, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
+    let Verification { p, r, rest } = verifier.verification();
+    let mut points = Vec::with_capacity(drafts.len());
+    let mut rejected = 0.0;
+    for (x, prob) in verifier.selection(drafts)? {
+        let a = accept_prob(p, r, x);
+        points.push((x, prob * a));
+        rejected += prob * (1.0 - a);
+    }
+    Ok(mix(&points, rejected, &rest.law))
+}
+
+/// O(n + log V) per draw when `select` is O(n): one selection, one
+/// acceptance test, and a residual draw by binary search.
+pub(crate) fn sample(
+    verifier: &impl Selecting,
+    drafts: &[usize],
+    rng: &mut dyn RngCore,
+) -> Result<usize, VerifyError> {
+    let selected = verifier.select(drafts, rng)?;
+    let Verification { p, r, rest } = verifier.verification();
+    if rng.random::<f64>() < accept_prob(p, r, selected) {
+        return Ok(selected);
+    }
+    Ok(rest.sampler.sample(rng))
+}
