@@ -324,7 +324,9 @@ where
     S::Solution: Send,
     S::Error: SolveError,
 {
-    solver.check_settings().map_err(SolveError::into_setting_error)?;
+    solver
+        .check_settings()
+        .map_err(SolveError::into_setting_error)?;
     let problems = args.problems()?;
     let solutions = problems
         .par_iter()
