@@ -201,6 +201,63 @@ impl FlowSolver {
             .drafts()
             .set_law(mdsd_core::DEFAULT_ENUMERATION_LIMIT.max(self.max_sets))?)
     }
+
+    /// Complementary slackness at H* (`docs/DESIGN.md` §4): every token of H* is saturated
+    /// by sets inside H* (inner network), and every set not inside H* is
+    /// saturated by tokens outside H* (outer network). Two smaller max flows.
+    fn solve_decomposed(
+        &self,
+        problem: &Problem,
+        sets: DraftLaw,
+    ) -> Result<(f64, Plan, Vec<usize>), FlowError> {
+        let certificate = self.optimum(problem)?.certificate;
+        let in_h = problem.indicator(&certificate)?;
+        let p = problem.target().probs();
+        let masked = |inside: bool| -> Vec<f64> {
+            p.iter()
+                .zip(&in_h)
+                .map(|(&x, &i)| if i == inside { x } else { 0.0 })
+                .collect()
+        };
+        let inside = |set: &[usize]| set.iter().all(|&y| in_h[y]);
+        let mut accepted = vec![Vec::new(); sets.len()];
+
+        let (rows, tokens) = arcs(&sets, p, inside, |_| true);
+        let inner = run(&sets, &rows, &tokens, &masked(true), &mut accepted);
+        let p_h: f64 = masked(true).iter().sum();
+        // Where the optimal sets are prefixes of the ascending-p/q order, each
+        // outer token is capped at its closed-form amount (`docs/DESIGN.md` §4). Those sum
+        // to exactly 1 - Q(all in H*), so a saturating outer flow proves every
+        // token absorbs exactly its closed-form amount.
+        let prefix_len = certificate.len();
+        let outer_caps = match problem.drafts().kind() {
+            SchemeKind::Iid | SchemeKind::WithoutReplacement
+                if is_ratio_prefix(problem, &in_h, prefix_len) =>
+            {
+                outer_absorption(problem, &sets, prefix_len)
+            }
+            _ => masked(false),
+        };
+        let (rows, tokens) = arcs(&sets, p, |s| !inside(s), |y| !in_h[y]);
+        let outer = run(&sets, &rows, &tokens, &outer_caps, &mut accepted);
+        let outer_expected: f64 = sets
+            .iter()
+            .filter(|(set, _)| !inside(set))
+            .map(|(_, prob)| prob)
+            .sum();
+        for (half, found, expected) in [("inner", inner, p_h), ("outer", outer, outer_expected)] {
+            if found < expected - DECOMPOSITION_TOLERANCE {
+                return Err(FlowError::NotOptimal {
+                    certificate,
+                    half,
+                    found,
+                    expected,
+                });
+            }
+        }
+        let (plan, _) = complete_plan(sets, p, accepted);
+        Ok((inner + outer, plan, certificate))
+    }
 }
 
 /// The sets chosen by `keep` (their indices), each with its tokens that can
@@ -263,65 +320,6 @@ fn solve_whole(problem: &Problem, sets: DraftLaw) -> Result<(f64, Plan, Vec<usiz
     let certificate = min_cut_certificate(plan.law(), p, &flow, alpha)
         .ok_or(FlowError::CutNotVerified { alpha })?;
     Ok((alpha, plan, certificate))
-}
-
-impl FlowSolver {
-    /// Complementary slackness at H* (`docs/DESIGN.md` §4): every token of H* is saturated
-    /// by sets inside H* (inner network), and every set not inside H* is
-    /// saturated by tokens outside H* (outer network). Two smaller max flows.
-    fn solve_decomposed(
-        &self,
-        problem: &Problem,
-        sets: DraftLaw,
-    ) -> Result<(f64, Plan, Vec<usize>), FlowError> {
-        let certificate = self.optimum(problem)?.certificate;
-        let in_h = problem.indicator(&certificate)?;
-        let p = problem.target().probs();
-        let masked = |inside: bool| -> Vec<f64> {
-            p.iter()
-                .zip(&in_h)
-                .map(|(&x, &i)| if i == inside { x } else { 0.0 })
-                .collect()
-        };
-        let inside = |set: &[usize]| set.iter().all(|&y| in_h[y]);
-        let mut accepted = vec![Vec::new(); sets.len()];
-
-        let (rows, tokens) = arcs(&sets, p, inside, |_| true);
-        let inner = run(&sets, &rows, &tokens, &masked(true), &mut accepted);
-        let p_h: f64 = masked(true).iter().sum();
-        // Where the optimal sets are prefixes of the ascending-p/q order, each
-        // outer token is capped at its closed-form amount (`docs/DESIGN.md` §4). Those sum
-        // to exactly 1 - Q(all in H*), so a saturating outer flow proves every
-        // token absorbs exactly its closed-form amount.
-        let prefix_len = certificate.len();
-        let outer_caps = match problem.drafts().kind() {
-            SchemeKind::Iid | SchemeKind::WithoutReplacement
-                if is_ratio_prefix(problem, &in_h, prefix_len) =>
-            {
-                outer_absorption(problem, &sets, prefix_len)
-            }
-            _ => masked(false),
-        };
-        let (rows, tokens) = arcs(&sets, p, |s| !inside(s), |y| !in_h[y]);
-        let outer = run(&sets, &rows, &tokens, &outer_caps, &mut accepted);
-        let outer_expected: f64 = sets
-            .iter()
-            .filter(|(set, _)| !inside(set))
-            .map(|(_, prob)| prob)
-            .sum();
-        for (half, found, expected) in [("inner", inner, p_h), ("outer", outer, outer_expected)] {
-            if found < expected - DECOMPOSITION_TOLERANCE {
-                return Err(FlowError::NotOptimal {
-                    certificate,
-                    half,
-                    found,
-                    expected,
-                });
-            }
-        }
-        let (plan, _) = complete_plan(sets, p, accepted);
-        Ok((inner + outer, plan, certificate))
-    }
 }
 
 /// Whether `in_h` is the first `len` tokens of the ascending-p/q order.
