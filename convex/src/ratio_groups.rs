@@ -15,6 +15,7 @@
 //! neighbouring groups, is within about the squared relative width of a
 //! group of the optimum, where Newton converges in one or two steps.
 
+use mdsd_core::powi_count;
 use rayon::prelude::*;
 
 use crate::newton::{Program, Solved};
@@ -172,8 +173,8 @@ fn warm_start(
 fn model_start(program: &Program<Selectable>) -> Vec<f64> {
     let (q, p) = (program.potential.q, program.p);
     let (lo, hi) = program.bounds;
-    let (base, n) = (program.potential.base, program.potential.n as i32);
-    let total = (base + q.iter().sum::<f64>()).powi(n) - base.powi(n);
+    let (base, n) = (program.potential.base, program.potential.n);
+    let total = powi_count(base + q.iter().sum::<f64>(), n) - powi_count(base, n);
     // F(g0) = Σ_y clamp(p_y, g0 q_y e^lo, g0 q_y e^hi) is increasing and
     // piecewise linear in g0, between g0 e^lo Σ q and g0 e^hi Σ q: the root
     // lies in a bracket of width e^(hi - lo), where Newton on F lands on it

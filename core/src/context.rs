@@ -9,7 +9,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::{CoreError, Distribution, Instead};
+use crate::{CoreError, Distribution, Instead, saturating_pow};
 
 /// Target and draft next-token laws as functions of the prefix.
 pub trait ContextModel: Sync {
@@ -198,9 +198,15 @@ impl MarkovModel {
         if vocab_size == 0 {
             return Err(CoreError::Empty);
         }
-        let contexts: u128 = (0..=order as u32)
-            .map(|l| (vocab_size as u128).saturating_pow(l))
-            .fold(0, u128::saturating_add);
+        // Σ_(l <= order) V^l: order + 1 for V = 1, else saturated by
+        // l = 128, so the sum stops there.
+        let contexts: u128 = if vocab_size == 1 {
+            (order as u128).saturating_add(1)
+        } else {
+            (0..=order.min(128))
+                .map(|l| saturating_pow(vocab_size as u128, l))
+                .fold(0, u128::saturating_add)
+        };
         let entries = contexts.saturating_mul(2 * vocab_size as u128);
         if entries > MARKOV_MAX_ENTRIES {
             return Err(CoreError::TooLarge {

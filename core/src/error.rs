@@ -5,6 +5,8 @@ use std::fmt;
 
 use thiserror::Error;
 
+use crate::Count;
+
 /// A method that a refusal points to when an instance is too large for the
 /// one asked for. Errors name methods, not crates; the command line turns
 /// each into the command that runs it.
@@ -113,7 +115,11 @@ pub enum CoreError {
         "blocks of depth {depth} need laws after prefixes of up to {depth} tokens, but the context model has them up to {max}"
     )]
     DepthBeyondModel { depth: usize, max: usize },
-    #[error("{what} has {size} elements, above the limit of {limit}{instead}")]
+    #[error(
+        "{what} has {} elements, above the limit of {}{instead}",
+        Count(*size),
+        Count(*limit)
+    )]
     TooLarge {
         what: &'static str,
         size: u128,

@@ -8,7 +8,7 @@ use std::str::FromStr;
 use rand::Rng;
 
 use crate::distribution::check_same_len;
-use crate::{CoreError, Distribution, Instead, Method};
+use crate::{CoreError, Distribution, Instead, Method, saturating_pow};
 
 /// Default cap on the number of ordered draft tuples an exact enumeration
 /// may produce.
@@ -268,7 +268,7 @@ impl DraftScheme {
     pub fn tuple_count(&self) -> u128 {
         let support = |q: &Distribution| q.support_size() as u128;
         match self.kind {
-            SchemeKind::Iid => support(&self.drafts[0]).saturating_pow(self.n as u32),
+            SchemeKind::Iid => saturating_pow(support(&self.drafts[0]), self.n),
             SchemeKind::Independent => self
                 .drafts
                 .iter()
@@ -307,8 +307,10 @@ impl DraftScheme {
         let union = (0..self.vocab_size())
             .filter(|&t| self.drafts.iter().any(|q| q.prob(t) > 0.0))
             .count() as u128;
+        // Sets hold at most `union` tokens: C(union, k) = 0 past it.
         let sets_up_to = |max_size: usize| {
-            (1..=max_size as u128).fold(0u128, |acc, k| acc.saturating_add(binomial(union, k)))
+            (1..=(max_size as u128).min(union))
+                .fold(0u128, |acc, k| acc.saturating_add(binomial(union, k)))
         };
         match self.kind {
             SchemeKind::Iid | SchemeKind::Independent => self.tuple_count().min(sets_up_to(self.n)),

@@ -40,8 +40,8 @@ use std::time::Instant;
 
 use mdsd_bounds::{Bound, BoundError, ascending_ratio_order, optimal_acceptance};
 use mdsd_core::{
-    Accepted, CoreError, DraftLaw, Instead, Method, Plan, Problem, SchemeKind, Solution, Solve,
-    Summary, complete_plan, min_cut_certificate,
+    Accepted, CoreError, Count, DraftLaw, Instead, Method, Plan, Problem, SchemeKind, Solution,
+    Solve, Summary, complete_plan, min_cut_certificate,
 };
 use thiserror::Error;
 
@@ -62,7 +62,8 @@ pub enum FlowError {
     #[error(transparent)]
     Bound(#[from] BoundError),
     #[error(
-        "the flow network needs up to {sets} draft sets, above the budget of {limit}{}",
+        "the flow network needs up to {} draft sets, above the budget of {limit}{}",
+        Count(*sets),
         Instead(FLOW_INSTEAD)
     )]
     TooLarge { sets: u128, limit: usize },

@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use mdsd_core::{ContextModel, check_depth, draft_paths};
+use mdsd_core::{ContextModel, check_depth, draft_paths, saturating_pow};
 
 use crate::program::{LinearProgram, RowKind};
 use crate::{LpBackend, LpError, LpSolver};
@@ -54,12 +54,16 @@ impl LpSolver {
             size,
             limit: self.max_variables,
         };
-        let sequences = (v as u128).saturating_pow(depth as u32 + 1);
+        let sequences = saturating_pow(v as u128, depth.saturating_add(1));
         if sequences > self.max_variables as u128 {
             return Err(too_large(sequences));
         }
+        // One sequence at V = 1, but of `depth + 1` tokens.
+        if depth as u128 >= self.max_variables as u128 {
+            return Err(too_large(depth as u128 + 1));
+        }
         let drafts = draft_paths(model, depth);
-        let tuples = (drafts.len() as u128).saturating_pow(paths as u32);
+        let tuples = saturating_pow(drafts.len() as u128, paths);
         if tuples > self.max_variables as u128 {
             return Err(too_large(tuples));
         }

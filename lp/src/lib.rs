@@ -45,8 +45,8 @@ use std::fmt;
 use std::time::Instant;
 
 use mdsd_core::{
-    Accepted, CoreError, DraftLaw, DraftScheme, Instead, Method, Plan, Problem, Solution, Solve,
-    Summary, complete_plan, min_cut_certificate, token_set,
+    Accepted, CoreError, Count, DraftLaw, DraftScheme, Instead, Method, Plan, Problem, Solution,
+    Solve, Summary, complete_plan, min_cut_certificate, token_set,
 };
 use thiserror::Error;
 
@@ -101,7 +101,8 @@ pub enum LpError {
     #[error(transparent)]
     Invalid(#[from] CoreError),
     #[error(
-        "the {formulation} LP needs {variables} variables, above the budget of {limit}{}",
+        "the {formulation} LP needs {} variables, above the budget of {limit}{}",
+        Count(*variables),
         Instead(LP_INSTEAD)
     )]
     TooLarge {
@@ -110,8 +111,9 @@ pub enum LpError {
         limit: usize,
     },
     #[error(
-        "the block LP needs {size} variables, path tuples or output sequences, above the budget \
+        "the block LP needs {} variables, path tuples or output sequences, above the budget \
          of {limit}{}",
+        Count(*size),
         Instead(BLOCK_LP_INSTEAD)
     )]
     BlockTooLarge { size: u128, limit: usize },

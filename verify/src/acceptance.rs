@@ -11,6 +11,7 @@ use crate::{KSeq, SpecInfer, VerifierKind, VerifyError};
 /// probability has a closed form: iid 1 - (1 - q)^n, independent
 /// 1 - Π (1 - q_t), greedy 1 on the top tokens and q' elsewhere.
 pub fn nss_acceptance(problem: &Problem) -> Result<f64, VerifyError> {
+    crate::check_draft_count(problem)?;
     let inclusion = inclusion_probs(problem, 0)?;
     Ok(problem
         .target()
@@ -73,6 +74,7 @@ fn inclusion_probs(problem: &Problem, from: usize) -> Result<Vec<f64>, VerifyErr
 /// a residual draw that lands on one of the other drafts, which are
 /// independent of x1 (iid, independent) or fixed (greedy).
 pub fn naive_acceptance(problem: &Problem) -> Result<f64, VerifyError> {
+    crate::check_draft_count(problem)?;
     let p = problem.target().probs();
     let first = first_draft_law(problem.drafts());
     let beta = overlap(p, &first);
@@ -85,6 +87,7 @@ pub fn naive_acceptance(problem: &Problem) -> Result<f64, VerifyError> {
 /// residual draw never lands on a rejected draft (it only has mass where
 /// p_i > q_i, where drafts are always accepted).
 pub fn specinfer_acceptance(problem: &Problem) -> Result<f64, VerifyError> {
+    crate::check_draft_count(problem)?;
     VerifierKind::SpecInfer.check_scheme(problem.drafts().kind())?;
     Ok(1.0
         - SpecInfer::new(problem)
@@ -95,6 +98,7 @@ pub fn specinfer_acceptance(problem: &Problem) -> Result<f64, VerifyError> {
 
 /// K-SEQ acceptance rho* β(rho*) = 1 - (1 - β(rho*))^n, and rho*.
 pub fn kseq_acceptance(problem: &Problem) -> Result<(f64, f64), VerifyError> {
+    crate::check_draft_count(problem)?;
     VerifierKind::KSeq.check_scheme(problem.drafts().kind())?;
     let kseq = KSeq::new(problem);
     let p = problem.target().probs();

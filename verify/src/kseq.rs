@@ -1,6 +1,6 @@
 //! SpecTr's K-SEQ (`docs/DESIGN.md` §6).
 
-use mdsd_core::Problem;
+use mdsd_core::{Problem, powi_count};
 
 use crate::VerifierKind;
 use crate::VerifyError;
@@ -29,7 +29,7 @@ impl KSeq {
         // is at most p where f(rho) <= 0; the residual is what is left of p.
         let beta = kseq_beta(&p, &q, rho);
         let scale = if beta > 0.0 {
-            (1.0 - (1.0 - beta).powi(n as i32)) / beta
+            (1.0 - powi_count(1.0 - beta, n)) / beta
         } else {
             0.0
         };
@@ -61,7 +61,7 @@ pub(crate) fn kseq_beta(p: &[f64], q: &[f64], rho: f64) -> f64 {
 pub(crate) fn kseq_rho(p: &[f64], q: &[f64], n: usize) -> f64 {
     let f = |rho: f64| {
         let beta = kseq_beta(p, q, rho);
-        1.0 - (1.0 - beta).powi(n as i32) - rho * beta
+        1.0 - powi_count(1.0 - beta, n) - rho * beta
     };
     let (mut lo, mut hi) = (1.0, n as f64);
     if f(lo) <= 0.0 {

@@ -125,6 +125,26 @@ pub use sampling::{SampledReport, sampled};
 /// probabilities positive and summing to 1.
 pub type OutputLaw = Vec<(usize, f64)>;
 
+/// Most drafts a verifier is prepared for, rated or sampled with: verifiers
+/// hold per-draft laws and the harnesses draw n tokens a tuple, so n is
+/// memory. alpha* itself (mdsd-bounds) takes any n.
+pub const MAX_DRAFTS: usize = 1 << 20;
+
+/// [`CoreError::TooLarge`] past [`MAX_DRAFTS`] drafts.
+pub(crate) fn check_draft_count(problem: &mdsd_core::Problem) -> Result<(), VerifyError> {
+    let n = problem.drafts().n();
+    if n > MAX_DRAFTS {
+        return Err(CoreError::TooLarge {
+            what: "a verifier's draft tuple",
+            size: n as u128,
+            limit: MAX_DRAFTS as u128,
+            instead: mdsd_core::Instead(&[Method::ClosedForm]),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 /// Why a verifier could not be prepared or evaluated.
 #[derive(Debug, Error)]
 pub enum VerifyError {

@@ -11,7 +11,7 @@ use mdsd_core::{Problem, SchemeKind, Solve};
 use crate::acceptance::{kseq_acceptance, naive_acceptance, nss_acceptance, specinfer_acceptance};
 use crate::{
     Greedy, KHISTI_TRUNCATION, KSeq, Khisti, Naive, Nss, OptimalConvex, OptimalFlow,
-    RrsWithoutReplacement, SpecHub, SpecInfer, Verifier, VerifyError,
+    RrsWithoutReplacement, SpecHub, SpecInfer, Verifier, VerifyError, check_draft_count,
 };
 
 /// The built-in token-level verifiers.
@@ -109,6 +109,7 @@ impl VerifierKind {
     /// truncation of 15 tokens, the convex solver's default tolerance).
     pub fn prepare(self, problem: &Problem) -> Result<Box<dyn Verifier>, VerifyError> {
         self.check_scheme(problem.drafts().kind())?;
+        check_draft_count(problem)?;
         Ok(match self {
             VerifierKind::Nss => Box::new(Nss::new(problem)),
             VerifierKind::Naive => Box::new(Naive::new(problem)),
@@ -134,7 +135,10 @@ impl VerifierKind {
         problem: &Problem,
         convex: &ConvexSolver,
     ) -> Option<Result<f64, VerifyError>> {
-        if let Err(e) = self.check_scheme(problem.drafts().kind()) {
+        if let Err(e) = self
+            .check_scheme(problem.drafts().kind())
+            .and_then(|()| check_draft_count(problem))
+        {
             return Some(Err(e));
         }
         Some(match self {

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use mdsd_core::{DraftSampler, Problem};
+use mdsd_core::{CoreError, DraftSampler, Problem};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -44,6 +44,10 @@ pub fn sampled(
     draws: u64,
     seed: u64,
 ) -> Result<SampledReport, VerifyError> {
+    if draws == 0 {
+        return Err(CoreError::setting("draws", 0, "at least 1").into());
+    }
+    crate::check_draft_count(problem)?;
     let sampler = DraftSampler::new(problem.drafts());
     let chunks = draws.div_ceil(CHUNK);
     let (counts, accepted) = (0..chunks)

@@ -37,6 +37,8 @@ use rayon::prelude::*;
 use super::buckets::Assignment;
 use super::integrals::Selectable;
 use super::nodes::{Nodes, STEP};
+use mdsd_core::powi_count;
+
 use crate::Workspace;
 use crate::numeric::{SQUARING_FROM, curvature_floor, lane_sum, small_expm1};
 use crate::thresholds::TOKENS_PER_TASK;
@@ -113,20 +115,23 @@ fn free_weights(theta: &[f64], held: &[bool]) -> Option<(f64, f64)> {
 /// so the nodes below 2^-DEPTH / greatest add under 4^-DEPTH / 3 (3e-7) of
 /// any free token's Λ_y and coupling: about the coarse nodes' own error
 /// (module docs), while the Gram product's cost goes with the square of
-/// the node count. Dropping nodes moves the direction far less than the
+/// the node count. Past 16 drafts phi^(n-2) decays from c ~ 16 / (n a)
+/// on, where W then lives: the low end moves down by the factor n / 16,
+/// as the evaluation's first node does (module `nodes`). Dropping nodes moves the direction far less than the
 /// coarse nodes themselves do (`directions_are_newtons` bounds both).
 fn coarse_nodes(nodes: &Nodes, n: usize, free: (f64, f64)) -> (Vec<f64>, Vec<f64>) {
     const DEPTH: i32 = 10;
     let Nodes { c, phi } = nodes;
     let (least, greatest) = free;
-    let (low, high) = (2f64.powi(-DEPTH) / greatest, ROW_HORIZON / least);
-    let scale = (n * (n - 1)) as f64 * 3.0 * STEP;
+    let many = (n as f64 / 16.0).max(1.0);
+    let (low, high) = (2f64.powi(-DEPTH) / greatest / many, ROW_HORIZON / least);
+    let scale = n as f64 * (n - 1) as f64 * 3.0 * STEP;
     let (coarse, omega): (Vec<f64>, Vec<f64>) = c
         .iter()
         .zip(phi)
         .step_by(3)
         .filter(|&(&ck, _)| (low..=high).contains(&ck))
-        .map(|(&ck, f)| (ck, (scale * ck * ck * f.powi(n as i32 - 2)).sqrt()))
+        .map(|(&ck, f)| (ck, (scale * ck * ck * powi_count(*f, n - 2)).sqrt()))
         .unzip();
     let largest = omega.iter().fold(0.0f64, |m, &w| m.max(w));
     let weighty = |w: &f64| *w >= 1e-8 * largest;

@@ -22,6 +22,8 @@ use super::buckets::Buckets;
 use super::nodes::{NEGLIGIBLE, Nodes, STEP, left_tail, nodes};
 use crate::Workspace;
 use crate::newton::Evaluation;
+use mdsd_core::powi_count;
+
 use crate::numeric::{SQUARING_FROM, small_expm1, sum_where};
 use crate::thresholds::BUCKETED_FROM;
 
@@ -32,6 +34,9 @@ use crate::thresholds::BUCKETED_FROM;
 const TERMS: usize = 9;
 /// Past this, e^(-x) underflows.
 const UNDERFLOW: f64 = 745.0;
+/// Up to this many drafts, `x^n - base^n` is summed as a geometric series;
+/// past it, computed in O(1) from `expm1` and `ln1p`.
+const GEOMETRIC_DRAFTS: usize = 16;
 
 /// The selectable tokens of one side (outer or inner) of the problem: the
 /// potential of selecting one draft index by softmax over its token's
@@ -317,7 +322,7 @@ fn evaluate(
     grouped: bool,
     workspace: &mut Workspace,
 ) -> Evaluation<Nodes> {
-    let c = nodes(theta);
+    let c = nodes(theta, side.n);
     let grouping = if grouped {
         Grouping::Buckets(Buckets::new(side.q, theta, workspace))
     } else {
@@ -333,14 +338,14 @@ fn evaluate(
         Grouping::Buckets(buckets) => buckets.drafted(&c),
         Grouping::Tokens(tokens) => drafted_by_token(side, tokens, &c),
     };
-    let n = side.n as i32;
+    let n = side.n;
     let base = side.base;
     let phi: Vec<f64> = drafted.iter().map(|d| base + d).collect();
     // phi^(n-1) at each node, times c_k (the Jacobian of c = e^u) and h.
     let kernel: Vec<f64> = phi
         .iter()
         .zip(&c)
-        .map(|(f, ck)| STEP * ck * f.powi(n - 1))
+        .map(|(f, ck)| STEP * ck * powi_count(*f, n - 1))
         .collect();
     let marginal = match &grouping {
         Grouping::Buckets(buckets) => buckets.marginal(side.q, side.n, &c, &kernel, workspace),
@@ -350,12 +355,26 @@ fn evaluate(
     // P(S > 0) = (base + Σ q)^n - base^n; phi^n - base^n as a difference of
     // powers from phi - base, summed directly (no cancellation).
     let total = base + side.q.iter().sum::<f64>();
-    // x^n - base^n = d Σ_j x^j base^(n-1-j), d = x - base; the powers of
-    // base once per evaluation, those of x by one multiplication each
-    // (`powi` is a libgcc call on baseline x86-64: n of them a node show in
-    // the `convex_grid` benchmark at top-1000 drafts).
-    let base_powers: Vec<f64> = (0..n).rev().map(|j| base.powi(j)).collect();
+    // x^n - base^n = d Σ_j x^j base^(n-1-j), d = x - base >= 0, a sum of
+    // positive terms, for up to GEOMETRIC_DRAFTS drafts: the powers of base
+    // once per evaluation, those of x by one multiplication each (`powi`
+    // is a libgcc call on baseline x86-64: n of them a node show in the
+    // `convex_grid` benchmark at top-1000 drafts). For more drafts, in O(1)
+    // whatever n: x^n (1 - (base / x)^n) = -x^n expm1(n ln1p(-d / x)), as
+    // free of cancellation.
+    let base_powers: Vec<f64> = if n <= GEOMETRIC_DRAFTS {
+        (0..n).rev().map(|j| powi_count(base, j)).collect()
+    } else {
+        Vec::new()
+    };
     let powers_diff = |x: f64, d: f64| -> f64 {
+        if n > GEOMETRIC_DRAFTS {
+            return if x > 0.0 {
+                -powi_count(x, n) * (n as f64 * (-d / x).ln_1p()).exp_m1()
+            } else {
+                0.0
+            };
+        }
         let mut power = 1.0;
         let terms = base_powers.iter().map(|b| {
             let term = power * b;

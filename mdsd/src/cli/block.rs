@@ -11,7 +11,7 @@ use mdsd::verify::block::{BlockReport, exact_block, prepare_block, sampled_block
 use serde_json::json;
 
 use super::input::{InputArgs, Role};
-use super::{CliError, Mode};
+use super::{CliError, Mode, at_least_one};
 
 #[derive(Debug, Args)]
 pub struct BlockArgs {
@@ -51,6 +51,8 @@ pub struct BlockArgs {
 }
 
 pub fn run(args: &BlockArgs) -> Result<(), CliError> {
+    args.mode.check()?;
+    at_least_one("--paths", args.paths as u64)?;
     let model = context_model(args)?;
     let model = model.as_ref();
     let mut reports = Vec::with_capacity(args.methods.len());

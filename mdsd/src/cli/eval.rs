@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use super::input::InputArgs;
-use super::{CliError, SolveError};
+use super::{CliError, SolveError, at_least_one};
 
 mod plot;
 
@@ -93,6 +93,7 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
     if args.ns.is_empty() || args.ns.contains(&0) {
         return Err(usage("--n takes numbers of drafts of at least 1".into()));
     }
+    at_least_one("--samples", args.samples)?;
     if let Some(bad) = args.schemes.iter().find(|s| {
         !matches!(
             s,

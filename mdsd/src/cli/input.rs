@@ -118,8 +118,19 @@ impl InputArgs {
         self.select(self.read_all()?)
     }
 
-    /// The rows of `pairs` that --row and --rows select.
+    /// The rows of `pairs` that --row and --rows select; none is an error
+    /// (a mean over no row is no number).
     pub fn select(&self, pairs: Pairs) -> Result<Pairs, CliError> {
+        if self.rows == Some(0) {
+            return Err(CliError::Setting {
+                flag: "--rows",
+                value: "0".into(),
+                expected: "at least 1 (it selects no row)",
+            });
+        }
+        if pairs.rows() == 0 {
+            return Err(CliError::Usage(format!("{} holds no row", pairs.source)));
+        }
         let selection = RowSelection {
             first: self.row,
             count: self.rows,

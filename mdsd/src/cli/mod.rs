@@ -115,7 +115,7 @@ struct CompareArgs {
 
 /// Exact enumeration or sampling, for `compare` and `block`.
 #[derive(Debug, Args)]
-struct Mode {
+pub struct Mode {
     /// Exact mode: enumerate every draft outcome (the default).
     #[arg(long, conflicts_with = "samples")]
     exact: bool,
@@ -126,6 +126,25 @@ struct Mode {
     /// Seed of the sampling mode.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+}
+
+impl Mode {
+    /// `--samples 0` asks for no draw: a report of nothing.
+    fn check(&self) -> Result<(), CliError> {
+        at_least_one("--samples", self.samples.unwrap_or(1))
+    }
+}
+
+/// A count the user gave that must be at least 1.
+fn at_least_one(flag: &'static str, value: u64) -> Result<(), CliError> {
+    if value == 0 {
+        return Err(CliError::Setting {
+            flag,
+            value: "0".into(),
+            expected: "at least 1",
+        });
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -361,6 +380,7 @@ where
 }
 
 fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
+    compare.mode.check()?;
     let args = &compare.problem;
     let problems = args.problems()?;
     let [problem] = problems.as_slice() else {

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use mdsd_core::{
     ContextModel, CoreError, CumulativeDistribution, Instead, Method, check_depth, draft_paths,
+    saturating_pow,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -58,12 +59,16 @@ pub fn exact_block(
         limit: limit as u128,
         instead: Instead(&[Method::Sampling]),
     };
-    let sequences = v.saturating_pow(depth as u32 + 1);
+    let sequences = saturating_pow(v, depth.saturating_add(1));
     if sequences > limit as u128 {
         return Err(too_large("the set of output sequences", sequences).into());
     }
+    // One token a sequence at V = 1, but each of `depth` tokens.
+    if depth as u128 > limit as u128 {
+        return Err(too_large("a draft path", depth as u128).into());
+    }
     let drafts = draft_paths(model, depth);
-    let tuples = (drafts.len() as u128).saturating_pow(paths as u32);
+    let tuples = saturating_pow(drafts.len() as u128, paths);
     if tuples > limit as u128 {
         return Err(too_large("the set of draft path tuples", tuples).into());
     }
@@ -163,6 +168,10 @@ impl<'m> PathSampler<'m> {
 
 /// Blocks per parallel task; each task has its own RNG stream of the seed.
 const CHUNK: u64 = 1 << 10;
+/// Most tokens one sampled draft tree may hold (K paths of L tokens, 800 MB
+/// of token ids): more cannot be drawn in the memory of a machine that
+/// runs this.
+pub const SAMPLED_TREE_LIMIT: u128 = 100_000_000;
 
 /// Sampled mode: `samples` seeded blocks of `paths` draft paths, in
 /// parallel; the same seed gives the same report.
@@ -179,6 +188,16 @@ pub fn sampled_block(
             expected: 1,
             found: 0,
         });
+    }
+    let tree = (paths as u128).saturating_mul(depth as u128);
+    if tree > SAMPLED_TREE_LIMIT {
+        return Err(CoreError::TooLarge {
+            what: "a draft tree (paths x depth tokens)",
+            size: tree,
+            limit: SAMPLED_TREE_LIMIT,
+            instead: Instead(&[]),
+        }
+        .into());
     }
     let sampler = PathSampler::new(model, depth)?;
     let chunks = samples.div_ceil(CHUNK);

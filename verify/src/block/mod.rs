@@ -49,7 +49,7 @@ use crate::VerifyError;
 
 pub use compose::Composed;
 pub use gbv::GreedyBlockVerification;
-pub use harness::{BlockReport, PathSampler, exact_block, sampled_block};
+pub use harness::{BlockReport, PathSampler, SAMPLED_TREE_LIMIT, exact_block, sampled_block};
 pub use path::{BlockVerification, TokenByToken};
 
 /// The law of a block's output: `(sequence, probability)` pairs, each
