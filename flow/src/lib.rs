@@ -49,6 +49,9 @@ use network::{SetArcs, max_flow};
 
 /// Default cap on the number of draft sets (network nodes).
 pub const DEFAULT_MAX_SETS: usize = 1_000_000;
+/// The largest set budget accepted: a network of more draft sets cannot
+/// fit in the memory of a machine this runs on.
+pub const MAX_SETS_CEILING: usize = 1 << 27;
 
 /// How far the two halves of the decomposition may fall short of their
 /// complementary-slackness values before H* is declared not optimal.
@@ -77,6 +80,12 @@ pub enum FlowError {
         found: f64,
         expected: f64,
     },
+    #[error(
+        "the draft sets are collected from {} ordered draft tuples, above the limit of {limit}{}",
+        Count(*tuples),
+        Instead(FLOW_INSTEAD)
+    )]
+    TooManyTuples { tuples: u128, limit: usize },
     #[error("no minimum cut of the flow reproduces its value {alpha} to 1e-7")]
     CutNotVerified { alpha: f64 },
 }
@@ -90,7 +99,7 @@ impl FlowError {
         match self {
             FlowError::Invalid(e) => e.instead(),
             FlowError::Bound(e) => e.instead(),
-            FlowError::TooLarge { .. } => FLOW_INSTEAD,
+            FlowError::TooLarge { .. } | FlowError::TooManyTuples { .. } => FLOW_INSTEAD,
             FlowError::NotOptimal { .. } | FlowError::CutNotVerified { .. } => &[],
         }
     }
@@ -142,8 +151,13 @@ impl Solve for FlowSolver {
     }
 
     fn check_settings(&self) -> Result<(), FlowError> {
-        if self.max_sets == 0 {
-            return Err(CoreError::setting("max_sets", 0, "at least 1").into());
+        if !(1..=MAX_SETS_CEILING).contains(&self.max_sets) {
+            return Err(CoreError::setting(
+                "max_sets",
+                self.max_sets,
+                "in 1..=134217728 (2^27; larger networks cannot fit in memory)",
+            )
+            .into());
         }
         Ok(())
     }
@@ -198,9 +212,14 @@ impl FlowSolver {
                 limit: self.max_sets,
             });
         }
-        Ok(problem
-            .drafts()
-            .set_law(mdsd_core::DEFAULT_ENUMERATION_LIMIT.max(self.max_sets))?)
+        // The sets are collected from the ordered tuples, which can be
+        // many more (n drafts of few tokens).
+        let limit = mdsd_core::DEFAULT_ENUMERATION_LIMIT.max(self.max_sets);
+        let tuples = problem.drafts().tuple_count();
+        if tuples > limit as u128 {
+            return Err(FlowError::TooManyTuples { tuples, limit });
+        }
+        Ok(problem.drafts().set_law(limit)?)
     }
 
     /// Complementary slackness at H* (`docs/DESIGN.md` §4): every token of H* is saturated

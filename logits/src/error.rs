@@ -53,6 +53,18 @@ pub enum LogitsError {
         draft: usize,
     },
     #[error(
+        "{path}: `{array}` row {row} entry {index} is {value}, which is not a probability \
+         (pass --logits if the rows are logits)"
+    )]
+    NotProbability {
+        path: String,
+        array: String,
+        row: usize,
+        /// For the sparse-with-tail format, index K is the tail.
+        index: usize,
+        value: f64,
+    },
+    #[error(
         "{path}: `{array}` row {row} sums to {sum}, which is not a probability vector \
          (values in [0, 1] read as probabilities; pass logits explicitly if they are)"
     )]

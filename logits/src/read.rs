@@ -351,8 +351,18 @@ fn renormalised(matrix: Matrix, path: &str, array: &str) -> Result<Matrix, Logit
     let mut data = Vec::with_capacity(rows * cols);
     for (row, values) in matrix.iter_rows().enumerate() {
         let sum: f64 = values.iter().sum();
-        let valid = values.iter().all(|x| (0.0..=1.0).contains(x));
-        if !valid || (sum - 1.0).abs() > PROBABILITY_SUM_TOLERANCE {
+        if let Some((index, &value)) =
+            (values.iter().enumerate()).find(|(_, x)| !(0.0..=1.0).contains(*x))
+        {
+            return Err(LogitsError::NotProbability {
+                path: path.to_string(),
+                array: array.to_string(),
+                row,
+                index,
+                value,
+            });
+        }
+        if (sum - 1.0).abs() > PROBABILITY_SUM_TOLERANCE {
             return Err(LogitsError::NotProbabilities {
                 path: path.to_string(),
                 array: array.to_string(),
@@ -433,15 +443,19 @@ fn npy_floats(bytes: &[u8], name: &str, path: &str) -> Result<Array, LogitsError
         format: "npy",
         message: format!("array `{name}`: {message}"),
     };
-    let header = Header::from_reader(&mut Cursor::new(bytes)).map_err(|e| format(e.to_string()))?;
+    if bytes.is_empty() {
+        return Err(format("the file is empty".into()));
+    }
+    let mut cursor = Cursor::new(bytes);
+    let header = Header::from_reader(&mut cursor).map_err(|e| format(e.to_string()))?;
     let descriptor = match &header.type_descriptor {
         PyValue::String(s) => s.clone(),
         other => other.to_string(),
     };
-    let array: ArrayD<f64> = match &descriptor[1..] {
-        "f4" => ArrayD::<f32>::read_npy(bytes).map(|a| a.mapv(f64::from)),
-        "f8" => ArrayD::<f64>::read_npy(bytes),
-        "f2" => ArrayD::<Float16>::read_npy(bytes).map(|a| a.mapv(|h| h.0.to_f64())),
+    let item_bytes = match descriptor.get(1..) {
+        Some("f2") => 2,
+        Some("f4") => 4,
+        Some("f8") => 8,
         _ => {
             return Err(LogitsError::Dtype {
                 path: path.to_string(),
@@ -449,6 +463,25 @@ fn npy_floats(bytes: &[u8], name: &str, path: &str) -> Result<Array, LogitsError
                 dtype: numpy_dtype_name(&descriptor),
             });
         }
+    };
+    // A file cut short (an interrupted copy or dump): say so, with the
+    // sizes, before the reader fails to fill its buffer.
+    let needed =
+        (header.shape.iter()).try_fold(item_bytes, |total: usize, &d| total.checked_mul(d));
+    let held = bytes.len() - cursor.position() as usize;
+    if needed.is_none_or(|needed| held < needed) {
+        let needed = needed.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
+        return Err(format(format!(
+            "the file is truncated: its shape {:?} of {} needs {needed} bytes of data, \
+             it holds {held}",
+            header.shape,
+            numpy_dtype_name(&descriptor)
+        )));
+    }
+    let array: ArrayD<f64> = match item_bytes {
+        4 => ArrayD::<f32>::read_npy(bytes).map(|a| a.mapv(f64::from)),
+        8 => ArrayD::<f64>::read_npy(bytes),
+        _ => ArrayD::<Float16>::read_npy(bytes).map(|a| a.mapv(|h| h.0.to_f64())),
     }
     .map_err(|e| format(e.to_string()))?;
     Ok(Array {

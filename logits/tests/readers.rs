@@ -90,13 +90,14 @@ fn explicit_values_override_detection() {
     };
     let pairs = read_pairs(fixtures().join("pairs.npz"), &options).unwrap();
     assert_eq!(pairs.values, Values::Logits);
-    // Logits that are not probabilities cannot be read as probabilities.
+    // Logits that are not probabilities cannot be read as probabilities:
+    // the error names the first entry outside [0, 1].
     let options = ReadOptions {
         values: Some(Values::Probabilities),
     };
     let err = read_pairs(fixtures().join("logits.safetensors"), &options).unwrap_err();
     assert!(
-        matches!(err, LogitsError::NotProbabilities { row: 0, .. }),
+        matches!(err, LogitsError::NotProbability { row: 0, value, .. } if !(0.0..=1.0).contains(&value)),
         "{err}"
     );
 }

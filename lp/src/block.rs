@@ -45,6 +45,7 @@ impl LpSolver {
         depth: usize,
         paths: usize,
     ) -> Result<BlockLpSolution, LpError> {
+        mdsd_core::Solve::check_settings(self)?;
         check_depth(model, depth)?;
         if paths == 0 {
             return Err(mdsd_core::CoreError::NoDrafts.into());

@@ -54,6 +54,10 @@ use program::{LinearProgram, RowKind};
 
 /// Default cap on the number of LP variables.
 pub const DEFAULT_MAX_VARIABLES: usize = 200_000;
+/// The largest variable budget accepted: an LP of more variables cannot
+/// fit in the memory of a machine this runs on (each variable carries
+/// coefficients in two rows and the solver's tableau).
+pub const MAX_VARIABLES_CEILING: usize = 1 << 27;
 
 /// Which linear program to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -201,8 +205,13 @@ impl Solve for LpSolver {
     }
 
     fn check_settings(&self) -> Result<(), LpError> {
-        if self.max_variables == 0 {
-            return Err(CoreError::setting("max_variables", 0, "at least 1").into());
+        if !(1..=MAX_VARIABLES_CEILING).contains(&self.max_variables) {
+            return Err(CoreError::setting(
+                "max_variables",
+                self.max_variables,
+                "in 1..=134217728 (2^27; larger LPs cannot fit in memory)",
+            )
+            .into());
         }
         Ok(())
     }

@@ -5,23 +5,39 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
+use clap::error::ErrorKind;
+
+/// Every error exits with this code, after one line on stderr.
+const FAILED: u8 = 2;
 
 fn main() -> ExitCode {
     let parsed = match cli::Cli::try_parse() {
         Ok(parsed) => parsed,
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprintln!(
+                "error: mdsd needs a command: bound, solve, compare, eval or block \
+                 (`mdsd --help` describes them)"
+            );
+            return ExitCode::from(FAILED);
+        }
         Err(e) if !e.use_stderr() => {
             // --help and --version.
             print!("{e}");
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // clap's message spans several lines; the first says what is wrong.
+            // clap's message spans several lines (what is wrong, the missing
+            // names, the usage line): one line keeps every error one line.
             let text = e.to_string();
-            eprintln!(
-                "{}",
-                text.lines().next().unwrap_or("error: invalid arguments")
-            );
-            return ExitCode::from(2);
+            let mut line = String::new();
+            for part in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                if !line.is_empty() {
+                    line.push_str(if line.ends_with(':') { " " } else { "; " });
+                }
+                line.push_str(part);
+            }
+            eprintln!("{line}");
+            return ExitCode::from(FAILED);
         }
     };
     match cli::run(parsed) {
@@ -34,7 +50,7 @@ fn main() -> ExitCode {
             } else {
                 eprintln!("error: {e} ({})", instead.join(", "));
             }
-            ExitCode::FAILURE
+            ExitCode::from(FAILED)
         }
     }
 }
