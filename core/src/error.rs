@@ -5,7 +5,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-use crate::Count;
+use crate::{Count, Shown};
 
 /// A method that a refusal points to when an instance is too large for the
 /// one asked for. Errors name methods, not crates; the command line turns
@@ -58,21 +58,24 @@ impl fmt::Display for Instead {
 pub enum CoreError {
     #[error("the distribution is empty")]
     Empty,
-    #[error("entry {index} is {value}, which is not a finite number")]
+    #[error("entry {index} is {}, which is not a finite number", Shown(*value))]
     NonFinite { index: usize, value: f64 },
-    #[error("entry {index} is {value}, which is negative")]
+    #[error("entry {index} is {}, which is negative", Shown(*value))]
     Negative { index: usize, value: f64 },
-    #[error("the entries sum to {sum}, which is not within {tolerance:e} of 1")]
+    #[error("the entries sum to {}, which is not within {tolerance:e} of 1", Shown(*sum))]
     BadSum { sum: f64, tolerance: f64 },
-    #[error("logit {index} is {value}: logits must be finite or -inf")]
+    #[error("logit {index} is {}: logits must be finite or -inf", Shown(*value))]
     BadLogit { index: usize, value: f64 },
     #[error("every logit is -inf, so no token has positive probability")]
     NoFiniteLogit,
-    #[error("temperature {0} is invalid: it must be finite and >= 0 (0 means argmax)")]
+    #[error(
+        "temperature {} is invalid: it must be finite and >= 0 (0 means argmax)",
+        Shown(*.0)
+    )]
     InvalidTemperature(f64),
     #[error("top-k of 0 keeps no token: k must be at least 1")]
     InvalidTopK,
-    #[error("top-p {0} is invalid: it must be in (0, 1]")]
+    #[error("top-p {} is invalid: it must be in (0, 1]", Shown(*.0))]
     InvalidTopP(f64),
     #[error("{what} has {found} tokens, but the vocabulary has {expected}")]
     LengthMismatch {

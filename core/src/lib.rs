@@ -45,5 +45,5 @@ pub use scheme::{
     CumulativeDistribution, DEFAULT_ENUMERATION_LIMIT, DraftLaw, DraftSampler, DraftScheme,
     SchemeKind, sample_index, sample_index_of_total, token_set,
 };
-pub use size::{Count, powi_count, saturating_pow};
+pub use size::{Count, Shown, powi_count, saturating_pow};
 pub use solve::{Solution, Solve, Status, Summary};

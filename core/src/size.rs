@@ -60,3 +60,30 @@ impl std::fmt::Display for Count {
         }
     }
 }
+
+/// A value as messages show it: as given where that is short, with 6
+/// significant digits where it would run to hundreds (`1e300` as
+/// `1.000000e300`).
+///
+/// ```
+/// use mdsd_core::Shown;
+///
+/// assert_eq!(Shown(1.005).to_string(), "1.005");
+/// assert_eq!(Shown(-0.1).to_string(), "-0.1");
+/// assert_eq!(Shown(1e300).to_string(), "1.000000e300");
+/// assert_eq!(Shown(f64::NAN).to_string(), "NaN");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shown(pub f64);
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let x = self.0;
+        let short = x == 0.0 || !x.is_finite() || (1e-6..1e9).contains(&x.abs());
+        if short && x.to_string().len() <= 24 {
+            write!(f, "{x}")
+        } else {
+            write!(f, "{x:.6e}")
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! Why a file could not be read or a batch not computed.
 
 use mdsd_bounds::BoundError;
-use mdsd_core::CoreError;
+use mdsd_core::{CoreError, Shown};
 use thiserror::Error;
 
 /// Every failure of mdsd-logits, naming the file, array, row or index.
@@ -53,8 +53,9 @@ pub enum LogitsError {
         draft: usize,
     },
     #[error(
-        "{path}: `{array}` row {row} entry {index} is {value}, which is not a probability \
-         (pass --logits if the rows are logits)"
+        "{path}: `{array}` row {row} entry {index} is {}, which is not a probability \
+         (pass --logits if the rows are logits)",
+        Shown(*value)
     )]
     NotProbability {
         path: String,
@@ -65,8 +66,9 @@ pub enum LogitsError {
         value: f64,
     },
     #[error(
-        "{path}: `{array}` row {row} sums to {sum}, which is not a probability vector \
-         (values in [0, 1] read as probabilities; pass logits explicitly if they are)"
+        "{path}: `{array}` row {row} sums to {}, which is not a probability vector \
+         (values in [0, 1] read as probabilities; pass logits explicitly if they are)",
+        Shown(*sum)
     )]
     NotProbabilities {
         path: String,

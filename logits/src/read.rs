@@ -4,6 +4,7 @@
 //! single arrays of a command-line argument (an inline list, a `.npy` or a
 //! `.json` file).
 
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{Cursor, Read};
 use std::path::Path;
@@ -27,22 +28,41 @@ use crate::{Layout, LogitsError, Matrix, Pairs, Values};
 /// assert!(mdsd_logits::read_rows("0.5,x").is_err());
 /// # Ok::<(), mdsd_logits::LogitsError>(())
 /// ```
-pub fn read_rows(spec: &str) -> Result<Matrix, LogitsError> {
-    let lower = spec.to_ascii_lowercase();
-    if lower.ends_with(".npy") {
-        let bytes = fs::read(spec).map_err(|source| LogitsError::Io {
-            path: spec.to_string(),
-            source,
-        })?;
-        let stem = Path::new(spec)
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or(spec);
-        Ok(rows_of(npy_floats(&bytes, stem, spec)?, spec)?.1)
-    } else if lower.ends_with(".json") {
-        read_json(spec)
-    } else {
-        let row = spec
+pub fn read_rows(spec: impl AsRef<OsStr>) -> Result<Matrix, LogitsError> {
+    // A path need not be UTF-8; only an inline list is parsed as text.
+    let path = Path::new(spec.as_ref());
+    let shown = path.display().to_string();
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match extension.as_deref() {
+        Some("npy") => {
+            let bytes = fs::read(path).map_err(|source| LogitsError::Io {
+                path: shown.clone(),
+                source,
+            })?;
+            let stem = path
+                .file_stem()
+                .map_or(shown.clone(), |s| s.to_string_lossy().into_owned());
+            Ok(rows_of(npy_floats(&bytes, &stem, &shown)?, &shown)?.1)
+        }
+        Some("json") => read_json(path),
+        _ => read_list(&shown, spec.as_ref().to_str()),
+    }
+}
+
+/// An inline comma-separated list (`None`: text that is not UTF-8, shown
+/// as `shown`).
+fn read_list(shown: &str, text: Option<&str>) -> Result<Matrix, LogitsError> {
+    let Some(text) = text else {
+        return Err(LogitsError::List {
+            position: 0,
+            item: shown.to_string(),
+        });
+    };
+    {
+        let row = text
             .split(',')
             .enumerate()
             .map(|(position, item)| {
@@ -58,13 +78,14 @@ pub fn read_rows(spec: &str) -> Result<Matrix, LogitsError> {
 
 /// A `.json` file of one row (an array of numbers) or several (an array
 /// of arrays of equal length).
-fn read_json(path: &str) -> Result<Matrix, LogitsError> {
+fn read_json(file: &Path) -> Result<Matrix, LogitsError> {
+    let path = &file.display().to_string();
     let format = |message: String| LogitsError::Format {
         path: path.to_string(),
         format: "json",
         message,
     };
-    let text = fs::read_to_string(path).map_err(|source| LogitsError::Io {
+    let text = fs::read_to_string(file).map_err(|source| LogitsError::Io {
         path: path.to_string(),
         source,
     })?;
@@ -102,8 +123,8 @@ fn read_json(path: &str) -> Result<Matrix, LogitsError> {
 /// row of the others; `values` says what they hold (probabilities unless
 /// told otherwise: an inline list is no place to guess).
 pub fn read_argument_pairs(
-    target: &str,
-    drafts: &[String],
+    target: &OsStr,
+    drafts: &[OsString],
     values: Option<Values>,
 ) -> Result<Pairs, LogitsError> {
     let in_argument = |role| {
@@ -122,7 +143,8 @@ pub fn read_argument_pairs(
         .map(Matrix::rows)
         .fold(target_rows.rows(), usize::max);
     let source = std::iter::once(target)
-        .chain(drafts.iter().map(String::as_str))
+        .chain(drafts.iter().map(OsString::as_os_str))
+        .map(|s| s.to_string_lossy())
         .collect::<Vec<_>>()
         .join(" / ");
     let target_rows = target_rows.broadcast(rows);

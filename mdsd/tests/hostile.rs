@@ -248,3 +248,77 @@ mod random_arguments {
         }
     }
 }
+
+/// A `.npy` file of float64 rows `[rows, 3]`, as numpy writes it.
+fn npy(rows: &[[f64; 3]]) -> Vec<u8> {
+    let header = format!(
+        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}, 3), }}",
+        rows.len()
+    );
+    let padded = format!("{header:<width$}\n", width = 64 - 10 - 1);
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((padded.len() as u16).to_le_bytes());
+    bytes.extend(padded.as_bytes());
+    bytes.extend(rows.iter().flatten().flat_map(|x| x.to_le_bytes()));
+    bytes
+}
+
+/// Errors say what is wrong where a user can find it: the usage line, the
+/// truncated file's sizes, the entry and value, short numbers; and paths
+/// need not be UTF-8.
+#[test]
+fn messages_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = npy(&[[0.5, 0.3, 0.2], [0.2, 0.3, 0.5]]);
+    let truncated = dir.path().join("truncated.npy");
+    std::fs::write(&truncated, &full[..full.len() - 10]).unwrap();
+    let empty = dir.path().join("empty.npy");
+    std::fs::write(&empty, b"").unwrap();
+    let (truncated, empty) = (truncated.to_str().unwrap(), empty.to_str().unwrap());
+    refused(
+        &["bound", "-p", truncated, "-q", "0.5,0.3,0.2", "-n", "2"],
+        "truncated: its shape [2, 3] of float64 needs 48 bytes of data, it holds 38",
+    );
+    refused(
+        &["bound", "-p", empty, "-q", "0.5,0.3,0.2", "-n", "2"],
+        "the file is empty",
+    );
+    refused(&["block", "--markov", "1"], "Usage: mdsd block");
+    refused(&[], "needs a command");
+    refused(
+        &[
+            "bound",
+            "-p",
+            "0.5,-0.1,0.6",
+            "-q",
+            "0.2,0.3,0.5",
+            "-n",
+            "2",
+        ],
+        "entry 1 is -0.1, which is negative",
+    );
+    refused(
+        &["bound", "-p", "1e300,1", "-q", "0.5,0.5", "-n", "2"],
+        "sum to 1.000000e300",
+    );
+
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::OsStr::from_bytes(b"p\xff.npy");
+        let path = dir.path().join(name);
+        std::fs::write(&path, &full).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mdsd"))
+            .arg("bound")
+            .arg("-p")
+            .arg(&path)
+            .args(["-q", "0.5,0.3,0.2", "-n", "2", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

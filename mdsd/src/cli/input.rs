@@ -2,6 +2,7 @@
 //! `--data` file, what their rows hold, the transforms, and which rows.
 //! Everything is read through mdsd-logits.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -23,7 +24,7 @@ pub struct InputArgs {
         value_name = "P",
         allow_hyphen_values = true
     )]
-    target: Option<String>,
+    target: Option<OsString>,
     /// Draft distribution, same forms as -p; repeat once per draft model
     /// with --scheme independent.
     #[arg(
@@ -32,7 +33,7 @@ pub struct InputArgs {
         value_name = "Q",
         allow_hyphen_values = true
     )]
-    drafts: Vec<String>,
+    drafts: Vec<OsString>,
     /// A data file holding target and draft rows instead of -p/-q: a .npz
     /// or .safetensors file (dense [rows, V], or the sparse-with-tail
     /// format), or a directory of .npy files (p_target.npy, q_draft.npy).
