@@ -230,3 +230,58 @@ fn bad_paths_get_typed_errors() {
         .to_string();
     assert!(lp.contains("gbv"), "{lp}");
 }
+
+/// GBV chooses by the clamped ratio min(1, p/q), ties to the earliest path:
+/// with p == q every child is certain, the skewed law is q = p, and every
+/// draft token is accepted: E[tau] = L for every K (single-path block
+/// verification's value), exactly.
+#[test]
+fn gbv_accepts_everything_when_target_and_draft_agree() {
+    let law = normalised(&[0.5, 0.3, 0.2]);
+    let model = ContextIndependent::new(law.clone(), law).unwrap();
+    for depth in 1..=2 {
+        for paths in 1..=3 {
+            let gbv = exact(&model, "gbv", depth, paths);
+            assert!(
+                (gbv.expected_accepted - depth as f64).abs() <= EXACT,
+                "L = {depth}, K = {paths}: {}",
+                gbv.expected_accepted
+            );
+            assert!(gbv.max_law_error.unwrap() <= EXACT);
+        }
+    }
+}
+
+/// Exact ties of the clamped ratio, among certain children (p >= q) and
+/// among uncertain ones of one ratio: GBV stays lossless (1e-12) and
+/// within the K-path LP, and is single-path block verification at K = 1.
+#[test]
+fn gbv_is_lossless_at_ties_of_the_ratio() {
+    let cases = [
+        // Tokens 0-2 share ratio 1/2; token 3 is certain.
+        (vec![0.2, 0.1, 0.1, 0.6], vec![0.4, 0.2, 0.2, 0.2]),
+        // Tokens 0 and 1 are certain (ratios 2 and 1), token 2 is not.
+        (vec![0.4, 0.3, 0.3], vec![0.2, 0.3, 0.5]),
+        // Two uncertain tokens of one ratio and two certain ones.
+        (vec![0.1, 0.1, 0.3, 0.5], vec![0.3, 0.3, 0.2, 0.2]),
+    ];
+    for (p, q) in cases {
+        let model = ContextIndependent::new(normalised(&p), normalised(&q)).unwrap();
+        for depth in 1..=2 {
+            let bv = exact(&model, "bv", depth, 1);
+            for paths in 1..=3 {
+                let gbv = exact(&model, "gbv", depth, paths);
+                assert!(gbv.max_law_error.unwrap() <= EXACT, "{p:?}, K = {paths}");
+                if paths == 1 {
+                    assert!((gbv.expected_accepted - bv.expected_accepted).abs() <= EXACT);
+                }
+                if depth == 1 && paths <= 2 {
+                    let lp = LpSolver::default()
+                        .solve_block(&model, depth, paths)
+                        .unwrap();
+                    assert!(gbv.expected_accepted <= lp.expected_accepted + LP);
+                }
+            }
+        }
+    }
+}

@@ -9,8 +9,9 @@
 //! * [`BlockVerification`]: Sun et al.'s block verification of the first
 //!   path.
 //! * [`GreedyBlockVerification`] (GBV, Thomas & Pal): the greedy path of the
-//!   K-path tree under one strict order (p/q, then token id), verified by
-//!   block verification against that path's own (skewed) draft law.
+//!   K-path tree (at each node the child of largest clamped ratio
+//!   min(1, p/q), ties to the earliest path), verified by block
+//!   verification against that path's own (skewed) draft law.
 //! * [`Composed`]: any token-level [`Verifier`](crate::Verifier) walked down
 //!   the draft tree, applied at each node to the next tokens of the paths
 //!   through it.
