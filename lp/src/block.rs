@@ -22,6 +22,12 @@ use mdsd_core::{ContextModel, check_depth, draft_paths, saturating_pow};
 use crate::program::{LinearProgram, RowKind};
 use crate::{LpBackend, LpError, LpSolver};
 
+/// Most variables x rows of a block LP solved: the largest the tests solve
+/// have about 3e5 and take milliseconds, while V = 3, L = 3, K = 3 (3.5e7)
+/// ran for minutes; the simplex's time grows faster than this product, so
+/// this cap keeps a solve to seconds.
+const BLOCK_LP_WORK: u128 = 4_000_000;
+
 /// The optimum of the K-path block LP.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlockLpSolution {
@@ -119,6 +125,16 @@ impl LpSolver {
             if target[o] > 0.0 {
                 lp.weighted_row(row.clone(), RowKind::Equal, 1.0);
             }
+        }
+        // The simplex's work grows with variables x rows, which the
+        // variable budget alone does not bound (deep trees of few paths have
+        // few variables and many rows).
+        let work = (lp.variables as u128).saturating_mul(lp.rows.len() as u128);
+        if work > BLOCK_LP_WORK {
+            return Err(LpError::BlockTooLarge {
+                size: work,
+                limit: BLOCK_LP_WORK as usize,
+            });
         }
         let x = self
             .run_with_backend(&lp)

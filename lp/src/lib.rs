@@ -115,8 +115,8 @@ pub enum LpError {
         limit: usize,
     },
     #[error(
-        "the block LP needs {} variables, path tuples or output sequences, above the budget \
-         of {limit}{}",
+        "the block LP needs {} variables, path tuples, output sequences or variables x rows, \
+         above the budget of {limit}{}",
         Count(*size),
         Instead(BLOCK_LP_INSTEAD)
     )]

@@ -322,3 +322,23 @@ fn messages_name_the_problem() {
         );
     }
 }
+
+/// The block LP's budget bounds its work (variables x rows), not only its
+/// variables: V = 3, L = 3, K = 3 ran for minutes.
+#[test]
+fn block_lp_work_is_bounded() {
+    refused(
+        &[
+            "block",
+            "--markov",
+            "1",
+            "--depth",
+            "3",
+            "--paths",
+            "3",
+            "--methods",
+            "lp",
+        ],
+        "variables x rows",
+    );
+}

@@ -44,6 +44,18 @@ pub fn sampled(
     draws: u64,
     seed: u64,
 ) -> Result<SampledReport, VerifyError> {
+    sampled_with_progress(problem, verifier, draws, seed, &|_| {})
+}
+
+/// [`sampled`], calling `progress(d)` (from any thread) as each parallel
+/// task of d draws completes, for a progress bar.
+pub fn sampled_with_progress(
+    problem: &Problem,
+    verifier: &dyn Verifier,
+    draws: u64,
+    seed: u64,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<SampledReport, VerifyError> {
     if draws == 0 {
         return Err(CoreError::setting("draws", 0, "at least 1").into());
     }
@@ -57,12 +69,14 @@ pub fn sampled(
             rng.set_stream(chunk);
             let mut counts: HashMap<usize, u64> = HashMap::new();
             let mut accepted = 0u64;
-            for _ in 0..CHUNK.min(draws - chunk * CHUNK) {
+            let task = CHUNK.min(draws - chunk * CHUNK);
+            for _ in 0..task {
                 let drafts = sampler.sample(&mut rng);
                 let y = verifier.sample(&drafts, &mut rng)?;
                 *counts.entry(y).or_default() += 1;
                 accepted += u64::from(drafts.contains(&y));
             }
+            progress(task);
             Ok::<_, VerifyError>((counts, accepted))
         })
         .try_reduce(

@@ -7,11 +7,11 @@ use mdsd::LpSolver;
 use mdsd::core::{
     ContextIndependent, ContextModel, DEFAULT_ENUMERATION_LIMIT, MarkovModel, PositionalRows,
 };
-use mdsd::verify::block::{BlockReport, exact_block, prepare_block, sampled_block};
+use mdsd::verify::block::{BlockReport, exact_block, prepare_block, sampled_block_with_progress};
 use serde_json::json;
 
 use super::input::{InputArgs, Role};
-use super::{CliError, Mode, at_least_one};
+use super::{CliError, Mode, at_least_one, progress_bar};
 
 #[derive(Debug, Args)]
 pub struct BlockArgs {
@@ -56,6 +56,11 @@ pub fn run(args: &BlockArgs) -> Result<(), CliError> {
     let model = context_model(args)?;
     let model = model.as_ref();
     let mut reports = Vec::with_capacity(args.methods.len());
+    // Sampling can run long (--samples is the user's to choose): a bar
+    // with its ETA on a terminal.
+    let samples = args.mode.samples.unwrap_or(0);
+    let total = samples.saturating_mul(args.methods.len() as u64);
+    let bar = progress_bar(total, args.json || samples == 0);
     for name in &args.methods {
         reports.push(if name == "lp" {
             let lp = LpSolver::default()
@@ -73,13 +78,11 @@ pub fn run(args: &BlockArgs) -> Result<(), CliError> {
         } else {
             let verifier = prepare_block(name, model, args.depth)?;
             match args.mode.samples {
-                Some(samples) => sampled_block(
+                Some(samples) => sampled_block_with_progress(
                     model,
                     verifier.as_ref(),
-                    args.depth,
-                    args.paths,
-                    samples,
-                    args.mode.seed,
+                    (args.depth, args.paths, samples, args.mode.seed),
+                    &|done| bar.inc(done),
                 )?,
                 None => exact_block(
                     model,
@@ -91,6 +94,7 @@ pub fn run(args: &BlockArgs) -> Result<(), CliError> {
             }
         });
     }
+    bar.finish_and_clear();
     if args.json {
         println!("{}", to_json(&reports));
     } else {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use mdsd::logits::{Backend, CpuBackend, Layout, Matrix, Pairs, WgpuBackend, builtin_sample};
 use mdsd::verify::VerifierKind;
 use mdsd::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind};
@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use super::input::InputArgs;
-use super::{CliError, SolveError, at_least_one};
+use super::{CliError, SolveError, at_least_one, progress_bar};
 
 mod plot;
 
@@ -192,19 +192,6 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
         }
     }
     Ok(())
-}
-
-/// A progress bar on stderr when it is a terminal (indicatif draws nothing
-/// otherwise) and stdout is not a JSON document.
-fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
-    if quiet {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} ({eta})") {
-        bar.set_style(style);
-    }
-    bar
 }
 
 /// The scheme a verifier is rated on: the first of iid, wor, greedy it

@@ -8,6 +8,7 @@ mod output;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mdsd::bounds::ClosedForm;
 use mdsd::verify::VerifierKind;
 use mdsd::{
@@ -133,6 +134,19 @@ impl Mode {
     fn check(&self) -> Result<(), CliError> {
         at_least_one("--samples", self.samples.unwrap_or(1))
     }
+}
+
+/// A progress bar on stderr when it is a terminal (indicatif draws nothing
+/// otherwise) and stdout is not a JSON document.
+pub(crate) fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} ({eta})") {
+        bar.set_style(style);
+    }
+    bar
 }
 
 /// A count the user gave that must be at least 1.
@@ -404,14 +418,22 @@ fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
     };
     let alpha_star = mdsd::verify::alpha_star(problem)?;
     let mut rows = Vec::with_capacity(kinds.len());
+    // Sampling can run long (--samples is the user's to choose): a bar
+    // with its ETA on a terminal.
+    let draws = compare.mode.samples.unwrap_or(0);
+    let bar = progress_bar(
+        draws.saturating_mul(kinds.len() as u64),
+        args.json || draws == 0,
+    );
     for kind in kinds {
         let verifier = kind.prepare(problem)?;
         rows.push(match compare.mode.samples {
-            Some(draws) => output::ComparedRow::from(&mdsd::verify::sampled(
+            Some(draws) => output::ComparedRow::from(&mdsd::verify::sampled_with_progress(
                 problem,
                 verifier.as_ref(),
                 draws,
                 compare.mode.seed,
+                &|done| bar.inc(done),
             )?),
             None => output::ComparedRow::from(&mdsd::verify::exact(
                 problem,
@@ -420,6 +442,7 @@ fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
             )?),
         });
     }
+    bar.finish_and_clear();
     if args.json {
         println!("{}", output::compare_json(alpha_star, &rows));
     } else {

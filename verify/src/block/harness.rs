@@ -183,6 +183,19 @@ pub fn sampled_block(
     samples: u64,
     seed: u64,
 ) -> Result<BlockReport, VerifyError> {
+    let shape = (depth, paths, samples, seed);
+    sampled_block_with_progress(model, verifier, shape, &|_| {})
+}
+
+/// [`sampled_block`] with its (depth, paths, samples, seed) in one tuple,
+/// calling `progress(b)` (from any thread) as each parallel task of b
+/// blocks completes, for a progress bar.
+pub fn sampled_block_with_progress(
+    model: &dyn ContextModel,
+    verifier: &dyn BlockVerifier,
+    (depth, paths, samples, seed): (usize, usize, u64, u64),
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<BlockReport, VerifyError> {
     if paths == 0 || samples == 0 {
         return Err(VerifyError::DraftCount {
             expected: 1,
@@ -208,7 +221,8 @@ pub fn sampled_block(
             rng.set_stream(chunk);
             let (mut sum, mut sum_squares) = (0.0, 0.0);
             let mut first_tokens: HashMap<usize, u64> = HashMap::new();
-            for _ in 0..CHUNK.min(samples - chunk * CHUNK) {
+            let task = CHUNK.min(samples - chunk * CHUNK);
+            for _ in 0..task {
                 let drafts = sampler.sample(paths, &mut rng);
                 let out = verifier.sample(&drafts, &mut rng)?;
                 mdsd_core::check_tokens(&out, model.vocab_size())?;
@@ -217,6 +231,7 @@ pub fn sampled_block(
                 sum_squares += tau * tau;
                 *first_tokens.entry(out[0]).or_default() += 1;
             }
+            progress(task);
             Ok::<_, VerifyError>((sum, sum_squares, first_tokens))
         })
         .try_reduce(

@@ -50,7 +50,10 @@ use crate::VerifyError;
 
 pub use compose::Composed;
 pub use gbv::GreedyBlockVerification;
-pub use harness::{BlockReport, PathSampler, SAMPLED_TREE_LIMIT, exact_block, sampled_block};
+pub use harness::{
+    BlockReport, PathSampler, SAMPLED_TREE_LIMIT, exact_block, sampled_block,
+    sampled_block_with_progress,
+};
 pub use path::{BlockVerification, TokenByToken};
 
 /// The law of a block's output: `(sequence, probability)` pairs, each
