@@ -22,10 +22,11 @@ use mdsd_core::{ContextModel, check_depth, draft_paths, saturating_pow};
 use crate::program::{LinearProgram, RowKind};
 use crate::{LpBackend, LpError, LpSolver};
 
-/// Most variables x rows of a block LP solved: the largest the tests solve
-/// have about 3e5 and take milliseconds, while V = 3, L = 3, K = 3 (3.5e7)
-/// ran for minutes; the simplex's time grows faster than this product, so
-/// this cap keeps a solve to seconds.
+/// Most variables x rows of a block LP solved: the variable budget alone
+/// lets through deep trees of few variables and many rows, and the
+/// simplex's time grows faster than this product. The cap sits an order of
+/// magnitude above the largest block LP the tests solve (figures in
+/// `benches/README.md`).
 const BLOCK_LP_WORK: u128 = 4_000_000;
 
 /// The optimum of the K-path block LP.
