@@ -10,6 +10,14 @@ const ARMIJO: f64 = 1e-4;
 const ACTIVE: f64 = 1e-3;
 /// Longest move of one variable in one iteration.
 const REACH: f64 = 4.0;
+/// Share of the tolerance below which the selected mass of the variables
+/// held at the lower bound is left where it is (`unseen_held`).
+const UNSEEN: f64 = 1e-3;
+/// Relative change of the objective below which its evaluation does not
+/// resolve it: past ~10^6 drafts the potential's value carries rounding of
+/// about 1e-12 relative (its powers x^n), while a Newton step near the
+/// optimum changes it by the square of the residual.
+const RESOLVED: f64 = 1e-10;
 
 /// A potential at one point: its value, its gradient r, and what its
 /// Newton direction needs (`H`, per potential).
@@ -151,8 +159,10 @@ impl<P: Potential> Program<'_, P> {
             let mut direction = self
                 .potential
                 .direction(&theta, &current.1, &gradient, &active, workspace);
-            if self.potential.flat_along_ones() && !active.contains(&true) {
-                self.recentre(&theta, &mut direction);
+            if self.potential.flat_along_ones()
+                && self.unseen_held(&theta, &current.1.marginal, &active, tolerance)
+            {
+                self.recentre(&theta, &mut direction, &active);
             }
             for ((d, &t), &a) in direction.iter_mut().zip(&theta).zip(&active) {
                 if a {
@@ -163,6 +173,12 @@ impl<P: Potential> Program<'_, P> {
             // Rounding in the potential, so that the search does not stall
             // on noise near the optimum.
             let slack = 1e-14 * (1.0 + value.abs());
+            // A step whose predicted decrease the objective cannot resolve
+            // is judged by the residual it leaves instead: Armijo's test
+            // then compares noise, and backtracked the exact Newton step
+            // of n = 10^6 drafts until the iteration stalled.
+            let predicted: f64 = direction.iter().zip(&gradient).map(|(d, g)| d * g).sum();
+            let unresolved = -predicted <= RESOLVED * (1.0 + value.abs());
             let mut step = 1.0;
             loop {
                 let mut trial = workspace.take(theta.len());
@@ -179,7 +195,9 @@ impl<P: Potential> Program<'_, P> {
                     .map(|((t1, t0), g)| (t1 - t0) * g)
                     .sum();
                 let mut evaluated = self.objective(&trial, workspace);
-                let accepted = evaluated.0 <= value + ARMIJO * decrease + slack || step < 1e-10;
+                let accepted = evaluated.0 <= value + ARMIJO * decrease + slack
+                    || step < 1e-10
+                    || (unresolved && self.residual(&trial, &evaluated.1.marginal) < lost);
                 if accepted {
                     std::mem::swap(&mut theta, &mut trial);
                     std::mem::swap(&mut current, &mut evaluated);
@@ -197,29 +215,60 @@ impl<P: Potential> Program<'_, P> {
         }
     }
 
-    /// Takes a multiple of 1 off a direction with no variable held, for a
-    /// potential flat along 1. The Newton system is then singular along 1,
-    /// and the direction's component there is the rounding of Σ (r - p)
-    /// amplified by the ridge (it reached 50 in theta on a two-token
-    /// instance): it moves no r, and clipped by REACH or the box it wiped
-    /// out the step that did, so the iteration cycled short of its
-    /// tolerance. Any multiple of 1 gives a Newton direction with the same
-    /// r; the one taken off is the direction's mean, moved as little as
-    /// needed to keep the full step inside the box.
-    fn recentre(&self, theta: &[f64], direction: &mut [f64]) {
+    /// Takes a multiple of 1 off the free variables of a direction, for a
+    /// potential flat along 1 whose held variables (if any) are unseen
+    /// (`unseen_held`). The Newton system is then singular, or nearly, along
+    /// 1 on the free variables, and the direction's
+    /// component there is the rounding of Σ (r - p) amplified by the ridge
+    /// (it reached 50 in theta on a two-token instance, and hundreds with
+    /// one token held at the lower bound at n = 5000): it moves no r, and
+    /// clipped by REACH or the box it wiped out the step that did, so the
+    /// iteration cycled short of its tolerance. Any multiple of 1 gives a
+    /// Newton direction with the same r; the one taken off is the free
+    /// components' mean, moved as little as needed to keep the full step
+    /// inside the box.
+    fn recentre(&self, theta: &[f64], direction: &mut [f64], held: &[bool]) {
         let (lo, hi) = self.bounds;
-        let moved = theta.iter().zip(direction.iter()).map(|(t, d)| t + d);
-        let (low, high) = moved.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-            (a.min(x), b.max(x))
+        let free = || {
+            (theta.iter().zip(direction.iter()).zip(held))
+                .filter(|(_, held)| !**held)
+                .map(|(pair, _)| pair)
+        };
+        let (low, high) = free().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), (t, d)| {
+            (a.min(t + d), b.max(t + d))
         });
-        let mean = direction.iter().sum::<f64>() / direction.len() as f64;
+        let count = free().count() as f64;
+        let mean = free().map(|(_, d)| d).sum::<f64>() / count;
         let (least, most) = (high - hi, low - lo);
         let shift = if least <= most {
             mean.clamp(least, most)
         } else {
             mean
         };
-        direction.iter_mut().for_each(|d| *d -= shift);
+        (direction.iter_mut().zip(held))
+            .filter(|(_, held)| !**held)
+            .for_each(|(d, _)| *d -= shift);
+    }
+
+    /// Whether some variable is free and every held one sits at the lower
+    /// bound with a selected mass, all together, of at most UNSEEN x
+    /// `tolerance` (none held included). Moving the free variables along 1
+    /// moves selected mass only between them and the held ones, and a
+    /// variable is held at the lower bound because its r exceeds its p: the
+    /// most such a move can do is take that mass back, below the tolerance.
+    /// Their potential is flat along 1 but for that.
+    fn unseen_held(&self, theta: &[f64], r: &[f64], held: &[bool], tolerance: f64) -> bool {
+        let lo = self.bounds.0;
+        let mut held_mass = 0.0;
+        for ((&t, &r), &held) in theta.iter().zip(r).zip(held) {
+            if held {
+                if t > lo + ACTIVE {
+                    return false;
+                }
+                held_mass += r;
+            }
+        }
+        held.contains(&false) && held_mass <= UNSEEN * tolerance
     }
 
     /// The objective's value and the potential's evaluation.

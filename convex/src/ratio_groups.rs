@@ -29,6 +29,8 @@ const GROUP_BITS: u32 = 6;
 const COARSENING: u32 = 2;
 /// A grouping pays only if it divides the tokens by at least this.
 const SHRINK: usize = 2;
+/// Most passes of `model_start`'s root search (see there).
+const MODEL_START_PASSES: usize = 100;
 /// Ratios are clamped to [2^-64, 2^64]: p = 0 joins the lowest group.
 const RATIO_FLOOR: f64 = 5.421_010_862_427_522e-20;
 const RATIO_CEILING: f64 = 1.844_674_407_370_955_2e19;
@@ -196,8 +198,18 @@ fn model_start(program: &Program<Selectable>) -> Vec<f64> {
         total / (high_factor * q_total),
         total / (low_factor * q_total),
     );
-    let mut g0 = (below * above).sqrt();
-    while above > below * (1.0 + 1e-6) {
+    // Geometric means as a product of roots: P(S > 0) of an inner program
+    // can be as small as q^n (7e-207 at n = 559), where below * above
+    // underflows to 0, and a mean of 0 stalled the bracket for ever.
+    let mean = |below: f64, above: f64| below.sqrt() * above.sqrt();
+    let mut g0 = mean(below, above);
+    // Each pass shrinks the bracket; bisection alone takes
+    // log2(log(e^(hi - lo)) / 1e-6) passes, about 26 for the widest box,
+    // and the cap keeps rounding from making that a loop.
+    for _ in 0..MODEL_START_PASSES {
+        if above <= below * (1.0 + 1e-6) {
+            break;
+        }
         let (value, slope) = model_total(g0);
         if (value - total).abs() <= 1e-14 * total {
             break;
@@ -211,12 +223,21 @@ fn model_start(program: &Program<Selectable>) -> Vec<f64> {
         g0 = if newton > below && newton < above {
             newton
         } else {
-            (below * above).sqrt()
+            mean(below, above)
         };
     }
+    // p = 0 goes to the lower bound whatever g0: a P(S > 0) that underflows
+    // (q(H)^n below 1e-308, from n = 841 at q(H) = 0.43) leaves g0 = 0,
+    // where ln(0 / 0) was NaN.
     p.iter()
         .zip(q)
-        .map(|(&p, &q)| (p / (q * g0)).ln().clamp(lo, hi))
+        .map(|(&p, &q)| {
+            if p > 0.0 {
+                (p / (q * g0)).ln().clamp(lo, hi)
+            } else {
+                lo
+            }
+        })
         .collect()
 }
 

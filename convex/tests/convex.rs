@@ -3,8 +3,10 @@
 
 use mdsd_benches::small_problems;
 use mdsd_bounds::{acceptance_upper_bound, optimal_acceptance};
-use mdsd_convex::{ConvexError, ConvexSolver, GlobalResolution};
-use mdsd_core::{DraftScheme, Problem, SchemeKind, Solve};
+use mdsd_convex::{
+    ConvexError, ConvexSolver, DEFAULT_TOLERANCE, GlobalResolution, resolvable_drafts,
+};
+use mdsd_core::{DraftScheme, Method, Problem, SchemeKind, Solve};
 use proptest::prelude::*;
 
 fn check(problem: &Problem, tolerance: f64) -> Result<(), TestCaseError> {
@@ -19,26 +21,37 @@ fn check(problem: &Problem, tolerance: f64) -> Result<(), TestCaseError> {
                 problem.drafts().n()
             ))
         })?;
+    // r, and the acceptance Σ min(p, r), carry the rounding of the kernel
+    // phi^(n-1), of order n ε (`resolvable_drafts`; Σ r was off by up to
+    // 2 n ε over 10^5 random rows of up to 2.2e8 drafts); at few drafts,
+    // 1e-12 on the acceptance and 1e-13 on Σ r.
+    let kernel_rounding = 4.0 * problem.drafts().n() as f64 * f64::EPSILON;
+    let rounding = kernel_rounding.max(1e-12);
     prop_assert!(
-        solution.summary.acceptance >= solution.summary.alpha_star - tolerance - 1e-12,
+        solution.summary.acceptance >= solution.summary.alpha_star - tolerance - rounding,
         "alpha {} < alpha* {}",
         solution.summary.acceptance,
         solution.summary.alpha_star
     );
-    prop_assert!(solution.summary.acceptance <= solution.summary.alpha_star + 1e-12);
+    prop_assert!(solution.summary.acceptance <= solution.summary.alpha_star + rounding);
     let total: f64 = solution.rule.selected.iter().sum();
-    prop_assert!((total - 1.0).abs() <= 1e-13, "r sums to {total}");
+    prop_assert!(
+        (total - 1.0).abs() <= kernel_rounding.max(1e-13),
+        "r sums to {total}"
+    );
     // Solved on the draft's support: the same alpha* and an H* that
-    // attains it on the whole problem.
+    // attains it on the whole problem (closed forms of powers q(H)^n, with
+    // the same rounding).
     let q = problem.drafts().drafts()[0].probs();
     let support: Vec<usize> = (0..q.len()).filter(|&y| q[y] > 0.0).collect();
     prop_assert_eq!(&solution.rule.tokens, &support);
     let full = optimal_acceptance(problem).unwrap();
-    prop_assert!((solution.summary.alpha_star - full.alpha_star).abs() <= 1e-12);
+    prop_assert!((solution.summary.alpha_star - full.alpha_star).abs() <= rounding);
     let attained = acceptance_upper_bound(problem, &solution.summary.certificate).unwrap();
     prop_assert!(
-        (attained - full.alpha_star).abs() <= 1e-12,
-        "H* gives {attained}"
+        (attained - full.alpha_star).abs() <= rounding,
+        "H* gives {attained}, alpha* {}",
+        full.alpha_star
     );
     Ok(())
 }
@@ -97,6 +110,43 @@ proptest! {
     #[test]
     fn global_resolution_reaches_alpha_star(problem in small_problems(SchemeKind::Iid)) {
         check_global_resolution(&problem)?;
+    }
+
+    /// Many drafts, 20 to 10^6: the rounding of phi^(n-1) grows with n,
+    /// and the acceptance must still be within the tolerance. (Up to
+    /// `resolvable_drafts`, 2.2e8 at this tolerance, every answer was within
+    /// it over 10^5 random rows; 14 of them, all past 5e6 drafts, ended in
+    /// `IterationCap` instead.)
+    #[test]
+    fn many_drafts_reach_alpha_star_within_the_tolerance(
+        v in 2usize..=6,
+        log_n in 1.3f64..6.0,
+        weights in prop::collection::vec(0.0f64..1.0, 24),
+        zeros in prop::collection::vec(prop::bool::weighted(0.2), 24),
+        peaked in prop::bool::ANY,
+    ) {
+        let n = 10f64.powf(log_n) as usize;
+        let problem = mdsd_benches::small_problem(SchemeKind::Iid, v, n, &weights, &zeros, peaked);
+        check(&problem, DEFAULT_TOLERANCE)?;
+    }
+}
+
+/// Past `resolvable_drafts`, a refusal that names the closed form, in O(1).
+#[test]
+fn refuses_more_drafts_than_it_resolves() {
+    let p = mdsd_benches::normalised(&[0.1, 0.2, 0.3, 0.4]);
+    let q = mdsd_benches::normalised(&[0.4, 0.3, 0.2, 0.1]);
+    for tolerance in [1e-9, DEFAULT_TOLERANCE, 1e-3] {
+        let limit = resolvable_drafts(tolerance);
+        for n in [limit + 1, usize::MAX] {
+            let problem = Problem::new(p.clone(), DraftScheme::iid(q.clone(), n).unwrap()).unwrap();
+            let err = ConvexSolver::default()
+                .with_tolerance(tolerance)
+                .solve(&problem)
+                .unwrap_err();
+            assert!(matches!(err, ConvexError::Precision { .. }), "{err}");
+            assert_eq!(err.instead(), [Method::ClosedForm]);
+        }
     }
 }
 

@@ -3,7 +3,10 @@
 use crate::CoreError;
 
 /// How far from 1 the entries of a probability vector may sum before it is
-/// rejected (`docs/DESIGN.md` §7). Inside this tolerance the vector is renormalised.
+/// rejected (`docs/DESIGN.md` §7). Inside this tolerance the vector is
+/// renormalised. Rows read from files stored in 16-bit floats get the wider
+/// tolerance their rounding needs (mdsd-logits' `FloatType::sum_tolerance`),
+/// and are renormalised there.
 pub const SUM_TOLERANCE: f64 = 1e-6;
 
 /// A probability vector over a vocabulary `0..len()`: every entry finite and
@@ -68,7 +71,12 @@ impl<'a> CheckedChunks<'a> {
     /// exactly when the least is at least 0 and the sum is finite (a NaN or
     /// +inf makes the sum non-finite), barring a sum of finite entries that
     /// overflows; only then is the row searched for the offender.
-    pub fn finish(mut self) -> Result<ProbabilityRow<'a>, CoreError> {
+    pub fn finish(self) -> Result<ProbabilityRow<'a>, CoreError> {
+        self.finish_within(SUM_TOLERANCE)
+    }
+
+    /// [`CheckedChunks::finish`] with the sum allowed within `tolerance` of 1.
+    pub fn finish_within(mut self, tolerance: f64) -> Result<ProbabilityRow<'a>, CoreError> {
         if self.probs.is_empty() {
             return Err(CoreError::Empty);
         }
@@ -86,11 +94,8 @@ impl<'a> CheckedChunks<'a> {
                 }
             }
         }
-        if (sum - 1.0).abs() > SUM_TOLERANCE {
-            return Err(CoreError::BadSum {
-                sum,
-                tolerance: SUM_TOLERANCE,
-            });
+        if (sum - 1.0).abs() > tolerance {
+            return Err(CoreError::BadSum { sum, tolerance });
         }
         Ok(ProbabilityRow {
             probs: self.probs,
@@ -159,6 +164,11 @@ impl<'a> ProbabilityRow<'a> {
     /// of 1).
     pub fn new(probs: &'a [f64]) -> Result<Self, CoreError> {
         CheckedChunks::new(probs).finish()
+    }
+
+    /// [`ProbabilityRow::new`] with the sum allowed within `tolerance` of 1.
+    pub fn within(probs: &'a [f64], tolerance: f64) -> Result<Self, CoreError> {
+        CheckedChunks::new(probs).finish_within(tolerance)
     }
 
     /// The entries as given, before renormalisation.

@@ -62,7 +62,7 @@ pub enum CoreError {
     NonFinite { index: usize, value: f64 },
     #[error("entry {index} is {}, which is negative", Shown(*value))]
     Negative { index: usize, value: f64 },
-    #[error("the entries sum to {}, which is not within {tolerance:e} of 1", Shown(*sum))]
+    #[error("the entries sum to {}, which is not within {tolerance:.1e} of 1", Shown(*sum))]
     BadSum { sum: f64, tolerance: f64 },
     #[error("logit {index} is {}: logits must be finite or -inf", Shown(*value))]
     BadLogit { index: usize, value: f64 },

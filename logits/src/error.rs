@@ -61,13 +61,13 @@ pub enum LogitsError {
         path: String,
         array: String,
         row: usize,
-        /// For the sparse-with-tail format, index K is the tail.
         index: usize,
         value: f64,
     },
     #[error(
-        "{path}: `{array}` row {row} sums to {}, which is not a probability vector \
-         (values in [0, 1] read as probabilities; pass logits explicitly if they are)",
+        "{path}: `{array}` row {row} sums to {}, which is not within {tolerance:.1e} of 1, \
+         the tolerance for {float} rows of this length (values in [0, 1] are read as \
+         probabilities; pass --logits if they are logits)",
         Shown(*sum)
     )]
     NotProbabilities {
@@ -75,6 +75,18 @@ pub enum LogitsError {
         array: String,
         row: usize,
         sum: f64,
+        tolerance: f64,
+        float: crate::FloatType,
+    },
+    #[error(
+        "{path}: `{array}` row {row} (the row's tail mass) is {}, which is not a probability",
+        Shown(*value)
+    )]
+    NotTailMass {
+        path: String,
+        array: String,
+        row: usize,
+        value: f64,
     },
     #[error(
         "item {position} ({item:?}) is not a number; expected a comma-separated list, \
@@ -98,6 +110,14 @@ pub enum LogitsError {
     InvalidRow {
         what: &'static str,
         row: usize,
+        source: CoreError,
+    },
+    /// A row of a command-line argument that is not a probability vector
+    /// (its row number shown when it holds more than one).
+    #[error("{}{source}", if *rows > 1 { format!("row {row}: ") } else { String::new() })]
+    ArgumentRow {
+        row: usize,
+        rows: usize,
         source: CoreError,
     },
     #[error("row {row}: {source}")]

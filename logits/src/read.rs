@@ -16,6 +16,8 @@ use ndarray_npy::{ReadDataError, ReadNpyExt, ReadableElement};
 use py_literal::Value as PyValue;
 use safetensors::{Dtype, SafeTensors};
 
+use mdsd_core::{ProbabilityRow, SUM_TOLERANCE};
+
 use crate::{Layout, LogitsError, Matrix, Pairs, Values};
 
 /// The rows one argument holds: an inline comma-separated list (one row),
@@ -29,8 +31,13 @@ use crate::{Layout, LogitsError, Matrix, Pairs, Values};
 /// # Ok::<(), mdsd_logits::LogitsError>(())
 /// ```
 pub fn read_rows(spec: impl AsRef<OsStr>) -> Result<Matrix, LogitsError> {
+    read_typed_rows(spec.as_ref()).map(|(rows, _)| rows)
+}
+
+/// [`read_rows`], with the float type the rows were stored in.
+fn read_typed_rows(spec: &OsStr) -> Result<(Matrix, FloatType), LogitsError> {
     // A path need not be UTF-8; only an inline list is parsed as text.
-    let path = Path::new(spec.as_ref());
+    let path = Path::new(spec);
     let shown = path.display().to_string();
     let extension = path
         .extension()
@@ -45,10 +52,12 @@ pub fn read_rows(spec: impl AsRef<OsStr>) -> Result<Matrix, LogitsError> {
             let stem = path
                 .file_stem()
                 .map_or(shown.clone(), |s| s.to_string_lossy().into_owned());
-            Ok(rows_of(npy_floats(&bytes, &stem, &shown)?, &shown)?.1)
+            let array = npy_floats(&bytes, &stem, &shown)?;
+            let float = array.float;
+            Ok((rows_of(array, &shown)?, float))
         }
-        Some("json") => read_json(path),
-        _ => read_list(&shown, spec.as_ref().to_str()),
+        Some("json") => Ok((read_json(path)?, FloatType::Float64)),
+        _ => Ok((read_list(&shown, spec.to_str())?, FloatType::Float64)),
     }
 }
 
@@ -121,7 +130,9 @@ fn read_json(file: &Path) -> Result<Matrix, LogitsError> {
 /// each of `drafts` read by [`read_rows`] (several drafts for independent
 /// drafts, one per draft model). An argument of one row is shared by every
 /// row of the others; `values` says what they hold (probabilities unless
-/// told otherwise: an inline list is no place to guess).
+/// told otherwise: an inline list is no place to guess). Rows of
+/// probabilities are checked and renormalised here, within their type's
+/// [`FloatType::sum_tolerance`], as a data file's are.
 pub fn read_argument_pairs(
     target: &OsStr,
     drafts: &[OsString],
@@ -133,10 +144,17 @@ pub fn read_argument_pairs(
             source: Box::new(source),
         }
     };
-    let target_rows = read_rows(target).map_err(in_argument("target"))?;
+    let read = |spec: &OsStr, role: &'static str| {
+        let (rows, float) = read_typed_rows(spec).map_err(in_argument(role))?;
+        match values {
+            Some(Values::Logits) => Ok(rows),
+            _ => renormalised_argument(rows, float).map_err(in_argument(role)),
+        }
+    };
+    let target_rows = read(target, "target")?;
     let draft_rows = drafts
         .iter()
-        .map(|spec| read_rows(spec).map_err(in_argument("draft")))
+        .map(|spec| read(spec, "draft"))
         .collect::<Result<Vec<_>, _>>()?;
     let rows = draft_rows
         .iter()
@@ -176,10 +194,50 @@ pub fn read_argument_pairs(
 pub const TARGET_NAMES: [&str; 4] = ["p", "p_target", "target", "target_logits"];
 /// Names the draft's array may have.
 pub const DRAFT_NAMES: [&str; 4] = ["q", "q_draft", "draft", "draft_logits"];
-/// Rows read as probabilities must sum to 1 within this (float16 and
-/// bfloat16 rounding of a full vocabulary moves the sum by up to ~1e-3);
-/// they are then renormalised in f64.
-pub const PROBABILITY_SUM_TOLERANCE: f64 = 1e-2;
+
+/// The float type an array was stored in, which sets how far from 1 its
+/// probability rows may sum. Inline lists and `.json` files are read as
+/// [`FloatType::Float64`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloatType {
+    Float16,
+    BFloat16,
+    Float32,
+    Float64,
+}
+
+impl FloatType {
+    /// How far from 1 a row of `entries` probabilities stored in this type
+    /// may sum before it is refused (`docs/DESIGN.md` §7); within it the
+    /// row is renormalised in f64. Rounding a probability x to the type
+    /// moves it by at most u x in the normal range (u the unit roundoff)
+    /// and by at most s / 2 below it (s the subnormal spacing), so a row's
+    /// sum moves by at most u + entries s / 2. The tolerance is twice that,
+    /// for a row computed in the type as well as stored in it, and never
+    /// less than [`SUM_TOLERANCE`], the tolerance of exact input: float16
+    /// over 151936 tokens gets 1.0e-2, bfloat16 7.8e-3, float32 and
+    /// float64 1e-6.
+    pub fn sum_tolerance(self, entries: usize) -> f64 {
+        let (unit_roundoff, subnormal_spacing) = match self {
+            Self::Float16 => (2f64.powi(-11), 2f64.powi(-24)),
+            Self::BFloat16 => (2f64.powi(-8), 2f64.powi(-133)),
+            Self::Float32 => (2f64.powi(-24), 2f64.powi(-149)),
+            Self::Float64 => (2f64.powi(-53), f64::from_bits(1)),
+        };
+        SUM_TOLERANCE.max(2.0 * unit_roundoff + entries as f64 * subnormal_spacing)
+    }
+}
+
+impl std::fmt::Display for FloatType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Float16 => "float16",
+            Self::BFloat16 => "bfloat16",
+            Self::Float32 => "float32",
+            Self::Float64 => "float64",
+        })
+    }
+}
 
 /// How to read a file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -249,11 +307,13 @@ pub fn read_safetensors_pairs(
     )
 }
 
-/// An array as read: shape and values in f64.
+/// An array as read: shape and values in f64, and the type they were
+/// stored in.
 struct Array {
     name: String,
     shape: Vec<usize>,
     data: Vec<f64>,
+    float: FloatType,
 }
 
 /// A file (or directory) of named arrays.
@@ -290,20 +350,20 @@ fn assemble(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs, Log
     };
     let (target_name, draft_name) = (find("target", &TARGET_NAMES)?, find("draft", &DRAFT_NAMES)?);
     let path = arrays.path().to_string();
-    let target = rows_of(arrays.floats(&target_name)?, &path)?;
-    let draft = rows_of(arrays.floats(&draft_name)?, &path)?;
-    check_pair(&path, &target.1, &draft.1)?;
+    let (target, draft) = (arrays.floats(&target_name)?, arrays.floats(&draft_name)?);
+    let (target_float, draft_float) = (target.float, draft.float);
+    let (target, draft) = (rows_of(target, &path)?, rows_of(draft, &path)?);
+    check_pair(&path, &target, &draft)?;
     let named_logits = target_name.contains("logits") || draft_name.contains("logits");
     let values = match options.values {
         Some(values) => values,
         None if named_logits => Values::Logits,
-        None => detect([&target.1, &draft.1]),
+        None => detect([&target, &draft]),
     };
-    let (target, draft) = (target.1, draft.1);
     let (target, draft) = match values {
         Values::Probabilities => (
-            renormalised(target, &path, &target_name)?,
-            renormalised(draft, &path, &draft_name)?,
+            renormalised(target, target_float, &path, &target_name)?,
+            renormalised(draft, draft_float, &path, &draft_name)?,
         ),
         Values::Logits => (target, draft),
     };
@@ -318,7 +378,7 @@ fn assemble(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs, Log
 }
 
 /// A 1-D array is one row; a 2-D one is rows x vocabulary.
-fn rows_of(array: Array, path: &str) -> Result<(String, Matrix), LogitsError> {
+fn rows_of(array: Array, path: &str) -> Result<Matrix, LogitsError> {
     let (rows, cols) = match array.shape[..] {
         [v] => (1, v),
         [r, v] => (r, v),
@@ -331,7 +391,7 @@ fn rows_of(array: Array, path: &str) -> Result<(String, Matrix), LogitsError> {
             });
         }
     };
-    Ok((array.name, Matrix::new(rows, cols, array.data)?))
+    Matrix::new(rows, cols, array.data)
 }
 
 fn check_pair(path: &str, target: &Matrix, draft: &Matrix) -> Result<(), LogitsError> {
@@ -366,10 +426,17 @@ fn detect(matrices: [&Matrix; 2]) -> Values {
     }
 }
 
-/// Each row divided by its f64 sum, after checking that it is a
-/// probability vector up to [`PROBABILITY_SUM_TOLERANCE`].
-fn renormalised(matrix: Matrix, path: &str, array: &str) -> Result<Matrix, LogitsError> {
+/// Each row divided by its f64 sum, after checking that its entries lie
+/// in [0, 1] and that it sums to 1 within `float`'s
+/// [`FloatType::sum_tolerance`].
+fn renormalised(
+    matrix: Matrix,
+    float: FloatType,
+    path: &str,
+    array: &str,
+) -> Result<Matrix, LogitsError> {
     let (rows, cols) = (matrix.rows(), matrix.cols());
+    let tolerance = float.sum_tolerance(cols);
     let mut data = Vec::with_capacity(rows * cols);
     for (row, values) in matrix.iter_rows().enumerate() {
         let sum: f64 = values.iter().sum();
@@ -384,14 +451,32 @@ fn renormalised(matrix: Matrix, path: &str, array: &str) -> Result<Matrix, Logit
                 value,
             });
         }
-        if (sum - 1.0).abs() > PROBABILITY_SUM_TOLERANCE {
+        if (sum - 1.0).abs() > tolerance {
             return Err(LogitsError::NotProbabilities {
                 path: path.to_string(),
                 array: array.to_string(),
                 row,
                 sum,
+                tolerance,
+                float,
             });
         }
+        data.extend(values.iter().map(|x| x / sum));
+    }
+    Matrix::new(rows, cols, data)
+}
+
+/// The rows of a command-line argument, checked as probability vectors
+/// (the core's checks, within `float`'s [`FloatType::sum_tolerance`]) and
+/// divided by their f64 sums.
+fn renormalised_argument(matrix: Matrix, float: FloatType) -> Result<Matrix, LogitsError> {
+    let (rows, cols) = (matrix.rows(), matrix.cols());
+    let tolerance = float.sum_tolerance(cols);
+    let mut data = Vec::with_capacity(rows * cols);
+    for (row, values) in matrix.iter_rows().enumerate() {
+        let sum = ProbabilityRow::within(values, tolerance)
+            .map_err(|source| LogitsError::ArgumentRow { row, rows, source })?
+            .sum();
         data.extend(values.iter().map(|x| x / sum));
     }
     Matrix::new(rows, cols, data)
@@ -438,12 +523,30 @@ fn sparse_pairs(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs,
                 format!("[{rows}]: one tail mass per row"),
             ));
         }
+        let outside = (tail.data.iter().enumerate()).find(|(_, m)| !(0.0..=1.0).contains(*m));
+        if let Some((row, &value)) = outside {
+            return Err(LogitsError::NotTailMass {
+                path: path.clone(),
+                array: tail_name.to_string(),
+                row,
+                value,
+            });
+        }
+        // The row's sum moves by the rounding of both arrays: the coarser
+        // type's tolerance holds.
+        let float = [kept_array.float, tail.float]
+            .into_iter()
+            .max_by(|a, b| {
+                a.sum_tolerance(kept + 1)
+                    .total_cmp(&b.sum_tolerance(kept + 1))
+            })
+            .unwrap_or(FloatType::Float64);
         let mut data = Vec::with_capacity(rows * (kept + 1));
         for (row, mass) in kept_array.data.chunks_exact(kept.max(1)).zip(&tail.data) {
             data.extend_from_slice(row);
             data.push(*mass);
         }
-        renormalised(Matrix::new(rows, kept + 1, data)?, &path, kept_name)
+        renormalised(Matrix::new(rows, kept + 1, data)?, float, &path, kept_name)
     };
     let target = side("p", "p_tail")?;
     let draft = side("q", "q_tail")?;
@@ -500,16 +603,23 @@ fn npy_floats(bytes: &[u8], name: &str, path: &str) -> Result<Array, LogitsError
             numpy_dtype_name(&descriptor)
         )));
     }
-    let array: ArrayD<f64> = match item_bytes {
-        4 => ArrayD::<f32>::read_npy(bytes).map(|a| a.mapv(f64::from)),
-        8 => ArrayD::<f64>::read_npy(bytes),
-        _ => ArrayD::<Float16>::read_npy(bytes).map(|a| a.mapv(|h| h.0.to_f64())),
-    }
-    .map_err(|e| format(e.to_string()))?;
+    let (array, float) = match item_bytes {
+        4 => (
+            ArrayD::<f32>::read_npy(bytes).map(|a| a.mapv(f64::from)),
+            FloatType::Float32,
+        ),
+        8 => (ArrayD::<f64>::read_npy(bytes), FloatType::Float64),
+        _ => (
+            ArrayD::<Float16>::read_npy(bytes).map(|a| a.mapv(|h| h.0.to_f64())),
+            FloatType::Float16,
+        ),
+    };
+    let array = array.map_err(|e| format(e.to_string()))?;
     Ok(Array {
         name: name.to_string(),
         shape: array.shape().to_vec(),
         data: array.iter().copied().collect(),
+        float,
     })
 }
 
@@ -740,23 +850,31 @@ impl Arrays for Safetensors<'_> {
     fn floats(&mut self, name: &str) -> Result<Array, LogitsError> {
         let view = self.view(name)?;
         let bytes = view.data();
-        let data: Vec<f64> = match view.dtype() {
-            Dtype::F16 => bytes
-                .chunks_exact(2)
-                .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f64())
-                .collect(),
-            Dtype::BF16 => bytes
-                .chunks_exact(2)
-                .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f64())
-                .collect(),
-            Dtype::F32 => bytes
-                .chunks_exact(4)
-                .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-                .collect(),
-            Dtype::F64 => bytes
-                .chunks_exact(8)
-                .map(|b| f64::from_le_bytes(b.try_into().expect("chunks of 8 bytes")))
-                .collect(),
+        let (data, float): (Vec<f64>, _) = match view.dtype() {
+            Dtype::F16 => (
+                (bytes.chunks_exact(2))
+                    .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f64())
+                    .collect(),
+                FloatType::Float16,
+            ),
+            Dtype::BF16 => (
+                (bytes.chunks_exact(2))
+                    .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f64())
+                    .collect(),
+                FloatType::BFloat16,
+            ),
+            Dtype::F32 => (
+                (bytes.chunks_exact(4))
+                    .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+                    .collect(),
+                FloatType::Float32,
+            ),
+            Dtype::F64 => (
+                (bytes.chunks_exact(8))
+                    .map(|b| f64::from_le_bytes(b.try_into().expect("chunks of 8 bytes")))
+                    .collect(),
+                FloatType::Float64,
+            ),
             other => {
                 return Err(LogitsError::Dtype {
                     path: self.path.clone(),
@@ -769,6 +887,7 @@ impl Arrays for Safetensors<'_> {
             name: name.to_string(),
             shape: view.shape().to_vec(),
             data,
+            float,
         })
     }
 }

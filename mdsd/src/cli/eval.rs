@@ -129,11 +129,13 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
     let target = backend.distributions(&pairs.target, pairs.values, &transform)?;
     let draft = backend.distributions(&pairs.draft, pairs.values, &transform)?;
 
+    // Progress in draws: a sampled verifier's row and n counts --samples
+    // (a bar step per task of draws, for an ETA that --samples 10^12 can
+    // use), and each exact one counts as much, done at once.
     let rows = pairs.rows();
-    let progress = progress_bar(
-        (args.schemes.len() + verifiers.len() * args.ns.len() * rows) as u64,
-        args.json,
-    );
+    let units = (args.schemes.len() as u64)
+        .saturating_add((verifiers.len() as u64).saturating_mul((args.ns.len() * rows) as u64));
+    let progress = progress_bar(units.saturating_mul(args.samples), args.json);
     let schemes = args
         .schemes
         .iter()
@@ -145,7 +147,7 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
                 }
                 _ => greedy_alpha(&target, &draft, &args.ns)?,
             };
-            progress.inc(1);
+            progress.inc(args.samples);
             Ok(SchemeResult { scheme, alpha })
         })
         .collect::<Result<Vec<_>, CliError>>()?;
@@ -274,19 +276,22 @@ fn rate_verifier(
                 .map(|&n| {
                     let problem = problem(data.target.row(r), data.draft.row(r), scheme, n, r)?;
                     let acceptance = match kind.exact_acceptance(&problem, convex) {
-                        Some(acceptance) => (acceptance?, true),
+                        Some(acceptance) => {
+                            progress.inc(args.samples);
+                            (acceptance?, true)
+                        }
                         None => {
                             let verifier = kind.prepare(&problem)?;
-                            let report = mdsd::verify::sampled(
+                            let report = mdsd::verify::sampled_with_progress(
                                 &problem,
                                 verifier.as_ref(),
                                 args.samples,
-                                args.seed + r as u64,
+                                args.seed.wrapping_add(r as u64),
+                                &|done| progress.inc(done),
                             )?;
                             (report.acceptance, false)
                         }
                     };
-                    progress.inc(1);
                     Ok(acceptance)
                 })
                 .collect::<Result<Vec<(f64, bool)>, CliError>>()
