@@ -175,8 +175,8 @@ impl<P: Potential> Program<'_, P> {
             let slack = 1e-14 * (1.0 + value.abs());
             // A step whose predicted decrease the objective cannot resolve
             // is judged by the residual it leaves instead: Armijo's test
-            // then compares noise, and backtracked the exact Newton step
-            // of n = 10^6 drafts until the iteration stalled.
+            // would compare noise there and backtrack an exact Newton step
+            // (as at n = 10^6 drafts) until the iteration stalls.
             let predicted: f64 = direction.iter().zip(&gradient).map(|(d, g)| d * g).sum();
             let unresolved = -predicted <= RESOLVED * (1.0 + value.abs());
             let mut step = 1.0;
@@ -220,10 +220,10 @@ impl<P: Potential> Program<'_, P> {
     /// (`unseen_held`). The Newton system is then singular, or nearly, along
     /// 1 on the free variables, and the direction's
     /// component there is the rounding of Σ (r - p) amplified by the ridge
-    /// (it reached 50 in theta on a two-token instance, and hundreds with
-    /// one token held at the lower bound at n = 5000): it moves no r, and
-    /// clipped by REACH or the box it wiped out the step that did, so the
-    /// iteration cycled short of its tolerance. Any multiple of 1 gives a
+    /// (50 in theta on a two-token instance, hundreds with one token held
+    /// at the lower bound at n = 5000): it moves no r, and clipped by REACH
+    /// or the box it wipes out the step that does, so the iteration would
+    /// cycle short of its tolerance. Any multiple of 1 gives a
     /// Newton direction with the same r; the one taken off is the free
     /// components' mean, moved as little as needed to keep the full step
     /// inside the box.

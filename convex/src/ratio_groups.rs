@@ -200,7 +200,7 @@ fn model_start(program: &Program<Selectable>) -> Vec<f64> {
     );
     // Geometric means as a product of roots: P(S > 0) of an inner program
     // can be as small as q^n (7e-207 at n = 559), where below * above
-    // underflows to 0, and a mean of 0 stalled the bracket for ever.
+    // underflows to 0, and a mean of 0 would never move the bracket.
     let mean = |below: f64, above: f64| below.sqrt() * above.sqrt();
     let mut g0 = mean(below, above);
     // Each pass shrinks the bracket; bisection alone takes
@@ -228,7 +228,7 @@ fn model_start(program: &Program<Selectable>) -> Vec<f64> {
     }
     // p = 0 goes to the lower bound whatever g0: a P(S > 0) that underflows
     // (q(H)^n below 1e-308, from n = 841 at q(H) = 0.43) leaves g0 = 0,
-    // where ln(0 / 0) was NaN.
+    // where ln(0 / 0) would be NaN.
     p.iter()
         .zip(q)
         .map(|(&p, &q)| {

@@ -107,10 +107,10 @@ fn huge_draft_and_path_counts_are_refused() {
 #[test]
 fn convex_programs_do_not_grow_with_n() {
     let (p, q) = ("0.5,0.3,0.2", "0.2,0.3,0.5");
-    // A token of p = 0 left an inner program whose P(S > 0) = q^n is near
-    // underflow (n = 559): its start's root search looped for ever. At
+    // A token of p = 0 leaves an inner program whose P(S > 0) = q^n is near
+    // underflow (n = 559), where the start's root search must still end; at
     // n = 5000 the same row's outer program, with that token held at the
-    // lower bound, cycled along 1 short of its tolerance.
+    // lower bound, must not cycle along 1 short of its tolerance.
     let (held_p, held_q) = (
         "0.37712593086661106,0.3191738540306743,0,0.30370021510271467",
         "0.14207774940300127,0.09953359081689368,0.42781225234977244,0.3305764074303326",
