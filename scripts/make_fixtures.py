@@ -125,10 +125,10 @@ def synthetic() -> None:
     )
     record("sparse.safetensors", np.c_[sp.astype(np.float64), p_tail], np.c_[sq.astype(np.float64), q_tail])
 
-    # Malformed: row counts differ; an integer array; a 3-D array; a missing draft.
+    # Malformed: row counts differ; an integer array; a 0-D array; a missing draft.
     np.savez(os.path.join(out, "bad-rows.npz"), p=p.astype(np.float32), q=q[:2].astype(np.float32))
     np.savez(os.path.join(out, "bad-dtype.npz"), p=(p * 100).astype(np.int32), q=q.astype(np.float32))
-    np.savez(os.path.join(out, "bad-shape.npz"), p=p.reshape(3, 5, 1), q=q.reshape(3, 5, 1))
+    np.savez(os.path.join(out, "bad-shape.npz"), p=np.float64(0.5), q=np.float64(0.5))
     np.savez(os.path.join(out, "no-draft.npz"), p=p)
     save_file({"p": p[:, :4].copy(), "q": q}, os.path.join(out, "bad-vocab.safetensors"))
     not_probs = p.copy()
@@ -140,10 +140,78 @@ def synthetic() -> None:
     print(f"wrote {out}")
 
 
+def transformed(logits: np.ndarray, temperature=None, top_k=None, top_p=None) -> np.ndarray:
+    """The reference of mdsd's transforms, row by row: softmax at the
+    temperature, then the k most likely tokens, then the smallest
+    most-likely set of mass >= top_p, each renormalised."""
+    x = logits.astype(np.float64) / (temperature or 1.0)
+    probs = np.exp(x - x.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    for row in probs:
+        order = np.argsort(-row, kind="stable")
+        if top_k is not None:
+            row[order[top_k:]] = 0.0
+            row /= row.sum()
+        if top_p is not None:
+            cumulative = np.cumsum(row[order])
+            keep = int(np.searchsorted(cumulative, top_p - 1e-12)) + 1
+            row[order[keep:]] = 0.0
+            row /= row.sum()
+    return probs
+
+
+def engines() -> None:
+    """Inputs shaped as serving engines and Hugging Face write them
+    (logits/tests/fixtures/engines/), with numpy's reference of the
+    draft-only and target-only transforms."""
+    out = os.path.join(ROOT, "logits", "tests", "fixtures", "engines")
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(11)
+    vocab, batch, positions = 12, 2, 4
+    target = rng.normal(scale=2.0, size=(batch, positions, vocab)).astype(np.float32)
+    draft = (target + rng.normal(scale=1.0, size=target.shape)).astype(np.float16)
+    # torch's logits as [batch, positions, V]: target float32, draft float16.
+    np.savez(os.path.join(out, "hf-logits.npz"), target_logits=target, draft_logits=draft)
+
+    # Padded vocabularies: the target's rows 4 longer, padding at -inf as
+    # Hugging Face masks it, or holding probability (a cut must refuse it).
+    rows = target.reshape(-1, vocab)
+    padded = np.concatenate([rows, np.full((rows.shape[0], 4), -np.inf, np.float32)], axis=1)
+    np.savez(os.path.join(out, "padded.npz"), target_logits=padded, draft_logits=draft.reshape(-1, vocab))
+    heavy = np.concatenate([rows, np.zeros((rows.shape[0], 4), np.float32)], axis=1)
+    np.savez(os.path.join(out, "padded-heavy.npz"), target_logits=heavy, draft_logits=draft.reshape(-1, vocab))
+
+    # EAGLE-3: a draft head over 5 of the 12 target tokens, its map as
+    # target ids (int32) and as d2t offsets (int64).
+    ids = np.array([7, 0, 3, 11, 5], dtype=np.int32)
+    np.save(os.path.join(out, "draft-ids.npy"), ids)
+    np.save(os.path.join(out, "d2t.npy"), (ids - np.arange(5)).astype(np.int64))
+    reduced = draft.reshape(-1, vocab)[:, :5].astype(np.float32)
+    np.savez(os.path.join(out, "eagle.npz"), target_logits=rows, draft_logits=reduced)
+    full = np.full((rows.shape[0], vocab), -np.inf, np.float32)
+    full[:, ids] = reduced
+    np.savez(os.path.join(out, "eagle-expanded.npz"), target_logits=rows, draft_logits=full)
+
+    # Side-only transforms, numpy's probabilities after them.
+    np.save(os.path.join(out, "target.npy"), transformed(rows))
+    np.save(os.path.join(out, "draft.npy"), transformed(draft.reshape(-1, vocab).astype(np.float32)))
+    settings = {
+        "draft-top-k": ("draft", {"top_k": 3}),
+        "draft-temperature-top-p": ("draft", {"temperature": 0.6, "top_p": 0.8}),
+        "target-top-k-top-p": ("target", {"top_k": 6, "top_p": 0.9}),
+        "target-temperature": ("target", {"temperature": 1.7}),
+    }
+    for name, (side, setting) in settings.items():
+        source = rows if side == "target" else draft.reshape(-1, vocab).astype(np.float32)
+        np.save(os.path.join(out, f"{name}.npy"), transformed(source, **setting))
+    print(f"wrote {out}")
+
+
 def main() -> None:
     source = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "..", "shared", "data", "qwen-coder")
     real_rows(source)
     synthetic()
+    engines()
 
 
 if __name__ == "__main__":

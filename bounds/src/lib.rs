@@ -193,7 +193,25 @@ pub fn optimal_acceptance(problem: &Problem) -> Result<Bound, BoundError> {
         SchemeKind::WithoutReplacement => optimal_acceptance_wor(p, drafts),
         SchemeKind::Greedy | SchemeKind::Hub => optimal_acceptance_greedy(p, drafts),
         SchemeKind::Independent => optimal_acceptance_independent(p, drafts.drafts()),
+        SchemeKind::Argmax | SchemeKind::Top => optimal_acceptance_deterministic(p, drafts),
     }
+}
+
+/// alpha* for a deterministic draft set S (argmax, top): p(S), certified
+/// by H* = S. No lossless verifier accepts more, since it outputs a draft
+/// only as a token of S, which it outputs with probability p(S) in all;
+/// accepting x in S with probability p(x) reaches it (`docs/DESIGN.md` §3).
+pub fn optimal_acceptance_deterministic(
+    p: &Distribution,
+    drafts: &DraftScheme,
+) -> Result<Bound, BoundError> {
+    check_target(p, drafts)?;
+    let mut certificate = drafts.fixed_tokens().to_vec();
+    certificate.sort_unstable();
+    Ok(Bound {
+        alpha_star: certificate.iter().map(|&t| p.prob(t)).sum(),
+        certificate,
+    })
 }
 
 /// alpha* for n i.i.d. drafts: `1 + min_k (P_k - S_k^n)` over prefixes of the
@@ -367,6 +385,13 @@ fn masses_all_in(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
             split_mass(&drafts.free_token_law(), in_set)
         }
         SchemeKind::Greedy | SchemeKind::Hub => (0.0, 1.0),
+        SchemeKind::Argmax | SchemeKind::Top => {
+            if drafts.fixed_tokens().iter().all(|&t| in_set[t]) {
+                (1.0, 0.0)
+            } else {
+                (0.0, 1.0)
+            }
+        }
         SchemeKind::WithoutReplacement => wor::wor_masses(drafts, in_set),
     }
 }

@@ -53,7 +53,8 @@ fn check(instance: Instance) -> Result<(), TestCaseError> {
         prop_assert!((cut_value - bound.alpha_star).abs() <= TOL);
     }
 
-    if instance.drafts.n() == 1 {
+    // One draft drawn from q: the single-draft acceptance.
+    if instance.drafts.n() == 1 && !instance.drafts.kind().is_deterministic() {
         let single: f64 = instance
             .p
             .probs()
@@ -101,6 +102,22 @@ proptest! {
     #[test]
     fn hub_bound_equals_lp(instance in instances(SchemeKind::Hub, 6, 2)) {
         check(instance)?;
+    }
+
+    /// Deterministic sets: p(S), the LP's value too.
+    #[test]
+    fn argmax_and_top_bounds_equal_lp(
+        argmax in instances(SchemeKind::Argmax, 6, 1),
+        top in instances(SchemeKind::Top, 6, 3),
+    ) {
+        for instance in [argmax, top] {
+            let set = instance.drafts.fixed_tokens();
+            let p_of_set: f64 = set.iter().map(|&t| instance.p.prob(t)).sum();
+            let problem = Problem::new(instance.p.clone(), instance.drafts.clone()).unwrap();
+            let bound = optimal_acceptance(&problem).unwrap();
+            prop_assert!((bound.alpha_star - p_of_set).abs() <= TOL);
+            check(instance)?;
+        }
     }
 
     /// The ascending-p/q prefix is conjectured optimal for drafts without

@@ -378,6 +378,13 @@ impl Transform {
         *self == Self::default()
     }
 
+    /// The settings' own errors (a negative temperature, top-k 0, top-p
+    /// outside (0, 1]) before any row: the transforms applied to a one-token
+    /// law, which fails exactly where a setting is invalid.
+    pub fn check(&self) -> Result<(), CoreError> {
+        self.apply(&Distribution { probs: vec![1.0] }).map(drop)
+    }
+
     /// Applies the transforms to a probability vector.
     pub fn apply(&self, dist: &Distribution) -> Result<Distribution, CoreError> {
         let mut out = match self.temperature {

@@ -14,7 +14,7 @@ use crate::{CoreError, Distribution, Instead, Method, saturating_pow};
 /// may produce.
 pub const DEFAULT_ENUMERATION_LIMIT: usize = 1_000_000;
 
-/// The five ways of drawing drafts, by their command-line names.
+/// The ways of drawing drafts, by their command-line names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SchemeKind {
     /// n independent draws from one draft q.
@@ -32,16 +32,25 @@ pub enum SchemeKind {
     /// restricted to the other tokens when x1 = a. Every draft set is {a, x}
     /// with P = q(x) / (1 - q(a)): the set law of greedy with n = 2.
     Hub,
+    /// One draft, the most likely draft token (vLLM's and TensorRT-LLM's
+    /// draft models): the deterministic set {argmax q}.
+    Argmax,
+    /// The n most likely draft tokens, distinct (EAGLE's and SGLang's
+    /// top-k tree children): a deterministic set S. Its alpha* is p(S),
+    /// reached by accepting x in S with probability p(x) (`docs/DESIGN.md` §3).
+    Top,
 }
 
 impl SchemeKind {
     /// Every scheme, in the order used in tables.
-    pub const ALL: [SchemeKind; 5] = [
+    pub const ALL: [SchemeKind; 7] = [
         SchemeKind::Iid,
         SchemeKind::WithoutReplacement,
         SchemeKind::Independent,
         SchemeKind::Greedy,
         SchemeKind::Hub,
+        SchemeKind::Argmax,
+        SchemeKind::Top,
     ];
 
     /// The scheme's name on the command line and in JSON.
@@ -52,12 +61,18 @@ impl SchemeKind {
             SchemeKind::Independent => "independent",
             SchemeKind::Greedy => "greedy",
             SchemeKind::Hub => "hub",
+            SchemeKind::Argmax => "argmax",
+            SchemeKind::Top => "top",
         }
     }
 
-    /// The number of drafts, where the scheme fixes it (hub: 2).
+    /// The number of drafts, where the scheme fixes it (hub: 2, argmax: 1).
     pub fn fixed_n(self) -> Option<usize> {
-        (self == SchemeKind::Hub).then_some(2)
+        match self {
+            SchemeKind::Hub => Some(2),
+            SchemeKind::Argmax => Some(1),
+            _ => None,
+        }
     }
 
     /// Whether the drafts are always distinct tokens, which needs n tokens
@@ -65,8 +80,18 @@ impl SchemeKind {
     pub fn draws_distinct(self) -> bool {
         matches!(
             self,
-            SchemeKind::WithoutReplacement | SchemeKind::Greedy | SchemeKind::Hub
+            SchemeKind::WithoutReplacement
+                | SchemeKind::Greedy
+                | SchemeKind::Hub
+                | SchemeKind::Argmax
+                | SchemeKind::Top
         )
+    }
+
+    /// Whether the draft set is a function of q, drawn without chance
+    /// (argmax, top): its law is one outcome of probability 1.
+    pub fn is_deterministic(self) -> bool {
+        matches!(self, SchemeKind::Argmax | SchemeKind::Top)
     }
 }
 
@@ -125,7 +150,8 @@ pub struct DraftScheme {
     /// One distribution, or n for [`SchemeKind::Independent`].
     drafts: Vec<Distribution>,
     /// The tokens in every draft set: greedy's n-1 most likely tokens (most
-    /// likely first), or the hub; empty for the other schemes.
+    /// likely first), the hub, or all n drafts of argmax and top (most
+    /// likely first); empty for the other schemes.
     fixed_tokens: Vec<usize>,
 }
 
@@ -198,6 +224,9 @@ impl DraftScheme {
         }
         let fixed_tokens = match kind {
             SchemeKind::Greedy => drafts[0].tokens_by_descending_prob()[..n - 1].to_vec(),
+            SchemeKind::Argmax | SchemeKind::Top => {
+                drafts[0].tokens_by_descending_prob()[..n].to_vec()
+            }
             // The most likely token, the smallest id among ties (as in the sort).
             SchemeKind::Hub => {
                 let q = drafts[0].probs();
@@ -242,8 +271,8 @@ impl DraftScheme {
         }
     }
 
-    /// The tokens in every draft set: greedy's n-1 most likely tokens, or
-    /// the hub (empty for the other schemes).
+    /// The tokens in every draft set: greedy's n-1 most likely tokens, the
+    /// hub, or every draft of argmax and top (empty for the other schemes).
     pub fn fixed_tokens(&self) -> &[usize] {
         &self.fixed_tokens
     }
@@ -280,6 +309,7 @@ impl DraftScheme {
             SchemeKind::Greedy => self.free_token_count(),
             // (hub, x) and (x, hub) for each x.
             SchemeKind::Hub => 2 * self.free_token_count(),
+            SchemeKind::Argmax | SchemeKind::Top => 1,
         }
     }
 
@@ -316,6 +346,7 @@ impl DraftScheme {
             SchemeKind::Iid | SchemeKind::Independent => self.tuple_count().min(sets_up_to(self.n)),
             SchemeKind::WithoutReplacement => binomial(union, self.n as u128),
             SchemeKind::Greedy | SchemeKind::Hub => self.free_token_count(),
+            SchemeKind::Argmax | SchemeKind::Top => 1,
         }
     }
 
@@ -352,6 +383,10 @@ impl DraftScheme {
         visit: &mut dyn FnMut(&[usize], f64),
     ) -> Result<(), CoreError> {
         self.check_enumeration_size(limit)?;
+        if self.kind.is_deterministic() {
+            visit(&self.fixed_tokens, 1.0);
+            return Ok(());
+        }
         if self.kind == SchemeKind::Greedy {
             let mut tuple = self.fixed_tokens.clone();
             tuple.push(0);
@@ -443,6 +478,7 @@ impl DraftScheme {
                     first => vec![first, hub],
                 }
             }
+            SchemeKind::Argmax | SchemeKind::Top => self.fixed_tokens.clone(),
         }
     }
 }
@@ -519,6 +555,7 @@ impl DraftSampler {
     pub fn new(drafts: &DraftScheme) -> Self {
         let laws = match drafts.kind {
             SchemeKind::Greedy => vec![CumulativeDistribution::new(&drafts.free_token_law())],
+            SchemeKind::Argmax | SchemeKind::Top => Vec::new(),
             SchemeKind::Hub => vec![
                 CumulativeDistribution::new(drafts.drafts[0].probs()),
                 CumulativeDistribution::new(&drafts.free_token_law()),
@@ -565,6 +602,7 @@ impl DraftSampler {
                     first => vec![first, hub],
                 }
             }
+            SchemeKind::Argmax | SchemeKind::Top => self.fixed_tokens.clone(),
         }
     }
 }

@@ -46,12 +46,46 @@ pub enum LogitsError {
         target: usize,
         draft: usize,
     },
-    #[error("{path}: the target has {target} tokens per row but the draft has {draft}")]
+    #[error(
+        "{path}: the target has {target} tokens per row but the draft has {draft} \
+         (--vocab N cuts both to their first N tokens; --draft-vocab-map FILE maps a \
+         draft vocabulary that is a subset of the target's)"
+    )]
     VocabMismatch {
         path: String,
         target: usize,
         draft: usize,
     },
+    #[error(
+        "--vocab {vocabulary}: the {side} rows have {available} tokens; expected 1 to {available}"
+    )]
+    VocabularyCut {
+        side: &'static str,
+        vocabulary: usize,
+        available: usize,
+    },
+    #[error(
+        "--vocab {vocabulary}: {side} row {row} has no probability on its first {vocabulary} tokens"
+    )]
+    NothingKept {
+        side: &'static str,
+        row: usize,
+        vocabulary: usize,
+    },
+    #[error(
+        "--vocab {vocabulary}: cutting {side} row {row} to its first {vocabulary} tokens drops \
+         {} of its probability, more than {:.0e}; pass --allow-truncation to cut anyway \
+         (the rows are renormalised to the kept tokens)",
+        Shown(*mass), crate::TRUNCATION_TOLERANCE
+    )]
+    Truncation {
+        side: &'static str,
+        row: usize,
+        mass: f64,
+        vocabulary: usize,
+    },
+    #[error("the draft vocabulary map {path}: {message}")]
+    VocabMap { path: String, message: String },
     #[error(
         "{path}: `{array}` row {row} entry {index} is {}, which is not a probability \
          (pass --logits if the rows are logits)",

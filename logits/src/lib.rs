@@ -35,6 +35,7 @@ mod gpu;
 mod read;
 mod rows;
 mod sample;
+mod vocabulary;
 
 pub use backend::{Backend, CpuBackend};
 pub use error::LogitsError;
@@ -46,3 +47,4 @@ pub use read::{
 };
 pub use rows::{Layout, Matrix, Pairs, RowSelection, Values};
 pub use sample::{SAMPLE_NAME, builtin_sample};
+pub use vocabulary::{DraftVocabMap, TRUNCATION_TOLERANCE, VocabularyCut, VocabularyOptions};

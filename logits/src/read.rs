@@ -18,7 +18,8 @@ use safetensors::{Dtype, SafeTensors};
 
 use mdsd_core::{ProbabilityRow, SUM_TOLERANCE};
 
-use crate::{Layout, LogitsError, Matrix, Pairs, Values};
+use crate::vocabulary::{aligned, check_vocabularies};
+use crate::{Layout, LogitsError, Matrix, Pairs, Values, VocabularyOptions};
 
 /// The rows one argument holds: an inline comma-separated list (one row),
 /// a `.npy` file (any float dtype; `[V]` or `[rows, V]`) or a `.json` file
@@ -31,11 +32,12 @@ use crate::{Layout, LogitsError, Matrix, Pairs, Values};
 /// # Ok::<(), mdsd_logits::LogitsError>(())
 /// ```
 pub fn read_rows(spec: impl AsRef<OsStr>) -> Result<Matrix, LogitsError> {
-    read_typed_rows(spec.as_ref()).map(|(rows, _)| rows)
+    read_typed_rows(spec.as_ref()).map(|(rows, _, _)| rows)
 }
 
-/// [`read_rows`], with the float type the rows were stored in.
-fn read_typed_rows(spec: &OsStr) -> Result<(Matrix, FloatType), LogitsError> {
+/// [`read_rows`], with the float type the rows were stored in and the
+/// shape of the array that held them.
+fn read_typed_rows(spec: &OsStr) -> Result<(Matrix, FloatType, Vec<usize>), LogitsError> {
     // A path need not be UTF-8; only an inline list is parsed as text.
     let path = Path::new(spec);
     let shown = path.display().to_string();
@@ -53,11 +55,22 @@ fn read_typed_rows(spec: &OsStr) -> Result<(Matrix, FloatType), LogitsError> {
                 .file_stem()
                 .map_or(shown.clone(), |s| s.to_string_lossy().into_owned());
             let array = npy_floats(&bytes, &stem, &shown)?;
-            let float = array.float;
-            Ok((rows_of(array, &shown)?, float))
+            let (float, shape) = (array.float, array.shape.clone());
+            Ok((rows_of(array, &shown)?, float, shape))
         }
-        Some("json") => Ok((read_json(path)?, FloatType::Float64)),
-        _ => Ok((read_list(&shown, spec.to_str())?, FloatType::Float64)),
+        Some("json") => {
+            let (rows, nested) = read_json(path)?;
+            let shape = match nested {
+                true => vec![rows.rows(), rows.cols()],
+                false => vec![rows.cols()],
+            };
+            Ok((rows, FloatType::Float64, shape))
+        }
+        _ => {
+            let rows = read_list(&shown, spec.to_str())?;
+            let shape = vec![rows.cols()];
+            Ok((rows, FloatType::Float64, shape))
+        }
     }
 }
 
@@ -86,8 +99,8 @@ fn read_list(shown: &str, text: Option<&str>) -> Result<Matrix, LogitsError> {
 }
 
 /// A `.json` file of one row (an array of numbers) or several (an array
-/// of arrays of equal length).
-fn read_json(file: &Path) -> Result<Matrix, LogitsError> {
+/// of arrays of equal length); true for the second.
+fn read_json(file: &Path) -> Result<(Matrix, bool), LogitsError> {
     let path = &file.display().to_string();
     let format = |message: String| LogitsError::Format {
         path: path.to_string(),
@@ -114,7 +127,8 @@ fn read_json(file: &Path) -> Result<Matrix, LogitsError> {
     let items = value
         .as_array()
         .ok_or_else(|| format("it must hold an array of numbers or an array of arrays".into()))?;
-    let rows = if items.first().is_some_and(serde_json::Value::is_array) {
+    let nested = items.first().is_some_and(serde_json::Value::is_array);
+    let rows = if nested {
         items
             .iter()
             .enumerate()
@@ -123,21 +137,23 @@ fn read_json(file: &Path) -> Result<Matrix, LogitsError> {
     } else {
         vec![number_row(&value, 0)?]
     };
-    Matrix::from_rows(&rows)
+    Ok((Matrix::from_rows(&rows)?, nested))
 }
 
 /// Target and draft rows from the arguments of a command: `target` and
 /// each of `drafts` read by [`read_rows`] (several drafts for independent
 /// drafts, one per draft model). An argument of one row is shared by every
-/// row of the others; `values` says what they hold (probabilities unless
-/// told otherwise: an inline list is no place to guess). Rows of
+/// row of the others; `options.values` says what they hold (probabilities
+/// unless told otherwise: an inline list is no place to guess). Rows of
 /// probabilities are checked and renormalised here, within their type's
-/// [`FloatType::sum_tolerance`], as a data file's are.
+/// [`FloatType::sum_tolerance`], as a data file's are; then brought to one
+/// vocabulary as `options.vocabulary` says.
 pub fn read_argument_pairs(
     target: &OsStr,
     drafts: &[OsString],
-    values: Option<Values>,
+    options: &ReadOptions,
 ) -> Result<Pairs, LogitsError> {
+    let values = options.values;
     let in_argument = |role| {
         move |source| LogitsError::InArgument {
             role,
@@ -145,16 +161,19 @@ pub fn read_argument_pairs(
         }
     };
     let read = |spec: &OsStr, role: &'static str| {
-        let (rows, float) = read_typed_rows(spec).map_err(in_argument(role))?;
+        let (rows, float, shape) = read_typed_rows(spec).map_err(in_argument(role))?;
         match values {
-            Some(Values::Logits) => Ok(rows),
-            _ => renormalised_argument(rows, float).map_err(in_argument(role)),
+            Some(Values::Logits) => Ok((rows, shape)),
+            _ => Ok((
+                renormalised_argument(rows, float).map_err(in_argument(role))?,
+                shape,
+            )),
         }
     };
-    let target_rows = read(target, "target")?;
+    let (target_rows, shape) = read(target, "target")?;
     let draft_rows = drafts
         .iter()
-        .map(|spec| read(spec, "draft"))
+        .map(|spec| read(spec, "draft").map(|(rows, _)| rows))
         .collect::<Result<Vec<_>, _>>()?;
     let rows = draft_rows
         .iter()
@@ -165,26 +184,31 @@ pub fn read_argument_pairs(
         .map(|s| s.to_string_lossy())
         .collect::<Vec<_>>()
         .join(" / ");
-    let target_rows = target_rows.broadcast(rows);
-    let mut draft_rows = draft_rows.into_iter().map(|m| m.broadcast(rows));
-    let Some(draft) = draft_rows.next() else {
+    if draft_rows.is_empty() {
         return Err(LogitsError::MissingArray {
             path: source,
             role: "draft",
             expected: "at least one draft argument".into(),
             found: String::new(),
         });
-    };
-    let more_drafts: Vec<Matrix> = draft_rows.collect();
-    for other in std::iter::once(&draft).chain(&more_drafts) {
-        check_pair(&source, &target_rows, other)?;
     }
+    let target_rows = target_rows.broadcast(rows);
+    let draft_rows: Vec<Matrix> = draft_rows.into_iter().map(|m| m.broadcast(rows)).collect();
+    for other in &draft_rows {
+        check_row_count(&source, &target_rows, other)?;
+    }
+    check_vocabularies(&source, &target_rows, &draft_rows, &options.vocabulary)?;
+    let values = values.unwrap_or(Values::Probabilities);
+    let (target, mut drafts, cut) = aligned(target_rows, draft_rows, values, &options.vocabulary)?;
+    let draft = drafts.remove(0);
     Ok(Pairs {
-        target: target_rows,
+        target,
         draft,
-        more_drafts,
-        values: values.unwrap_or(Values::Probabilities),
+        more_drafts: drafts,
+        values,
         layout: Layout::Dense,
+        shape,
+        cut,
         source,
     })
 }
@@ -240,11 +264,14 @@ impl std::fmt::Display for FloatType {
 }
 
 /// How to read a file.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadOptions {
     /// What the rows hold; `None` decides from the arrays' names ("logits")
     /// and values (any outside [0, 1] means logits).
     pub values: Option<Values>,
+    /// How the draft's vocabulary relates to the target's (by default the
+    /// two rows must have the same length).
+    pub vocabulary: VocabularyOptions,
 }
 
 /// Reads target and draft rows from `path`: a `.npz` or `.safetensors`
@@ -334,6 +361,15 @@ fn assemble(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs, Log
         .iter()
         .all(|n| names.iter().any(|m| m == n));
     if sparse {
+        if options.vocabulary != VocabularyOptions::default() {
+            return Err(LogitsError::Format {
+                path: arrays.path().to_string(),
+                format: "sparse-with-tail",
+                message: "its rows hold kept tokens and a lumped tail, not a vocabulary that \
+                          --vocab or --draft-vocab-map could cut or map"
+                    .into(),
+            });
+        }
         return sparse_pairs(arrays, options);
     }
     let find = |role: &'static str, candidates: &[&str]| {
@@ -352,8 +388,15 @@ fn assemble(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs, Log
     let path = arrays.path().to_string();
     let (target, draft) = (arrays.floats(&target_name)?, arrays.floats(&draft_name)?);
     let (target_float, draft_float) = (target.float, draft.float);
+    let shape = target.shape.clone();
     let (target, draft) = (rows_of(target, &path)?, rows_of(draft, &path)?);
-    check_pair(&path, &target, &draft)?;
+    check_row_count(&path, &target, &draft)?;
+    check_vocabularies(
+        &path,
+        &target,
+        std::slice::from_ref(&draft),
+        &options.vocabulary,
+    )?;
     let named_logits = target_name.contains("logits") || draft_name.contains("logits");
     let values = match options.values {
         Some(values) => values,
@@ -367,46 +410,41 @@ fn assemble(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs, Log
         ),
         Values::Logits => (target, draft),
     };
+    let (target, drafts, cut) = aligned(target, vec![draft], values, &options.vocabulary)?;
+    let draft = drafts.into_iter().next().expect("one draft in, one out");
     Ok(Pairs {
         target,
         draft,
         more_drafts: Vec::new(),
         values,
         layout: Layout::Dense,
+        shape,
+        cut,
         source: path,
     })
 }
 
-/// A 1-D array is one row; a 2-D one is rows x vocabulary.
+/// The last axis is the vocabulary; every leading axis indexes rows, in
+/// C order (Hugging Face's `[batch, positions, vocabulary]` is batch x
+/// positions rows). A 1-D array is one row.
 fn rows_of(array: Array, path: &str) -> Result<Matrix, LogitsError> {
-    let (rows, cols) = match array.shape[..] {
-        [v] => (1, v),
-        [r, v] => (r, v),
-        _ => {
-            return Err(LogitsError::Shape {
-                path: path.to_string(),
-                array: array.name,
-                shape: array.shape,
-                expected: "[rows, vocabulary] or [vocabulary]".into(),
-            });
-        }
+    let Some((&cols, leading)) = array.shape.split_last() else {
+        return Err(LogitsError::Shape {
+            path: path.to_string(),
+            array: array.name,
+            shape: array.shape,
+            expected: "[..., vocabulary] (at least one axis)".into(),
+        });
     };
-    Matrix::new(rows, cols, array.data)
+    Matrix::new(leading.iter().product(), cols, array.data)
 }
 
-fn check_pair(path: &str, target: &Matrix, draft: &Matrix) -> Result<(), LogitsError> {
+fn check_row_count(path: &str, target: &Matrix, draft: &Matrix) -> Result<(), LogitsError> {
     if target.rows() != draft.rows() {
         return Err(LogitsError::RowCount {
             path: path.to_string(),
             target: target.rows(),
             draft: draft.rows(),
-        });
-    }
-    if target.cols() != draft.cols() {
-        return Err(LogitsError::VocabMismatch {
-            path: path.to_string(),
-            target: target.cols(),
-            draft: draft.cols(),
         });
     }
     Ok(())
@@ -557,6 +595,8 @@ fn sparse_pairs(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs,
         more_drafts: Vec::new(),
         values: Values::Probabilities,
         layout: Layout::SparseWithTail { kept, vocabulary },
+        shape: vec![rows, kept + 1],
+        cut: None,
         source: path,
     })
 }
@@ -573,10 +613,7 @@ fn npy_floats(bytes: &[u8], name: &str, path: &str) -> Result<Array, LogitsError
     }
     let mut cursor = Cursor::new(bytes);
     let header = Header::from_reader(&mut cursor).map_err(|e| format(e.to_string()))?;
-    let descriptor = match &header.type_descriptor {
-        PyValue::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+    let descriptor = npy_descriptor(&header);
     let item_bytes = match descriptor.get(1..) {
         Some("f2") => 2,
         Some("f4") => 4,
@@ -621,6 +658,14 @@ fn npy_floats(bytes: &[u8], name: &str, path: &str) -> Result<Array, LogitsError
         data: array.iter().copied().collect(),
         float,
     })
+}
+
+/// A `.npy` header's dtype descriptor, such as `<f4`.
+pub(crate) fn npy_descriptor(header: &Header) -> String {
+    match &header.type_descriptor {
+        PyValue::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// numpy's name for a descriptor such as `<i4`, for messages.

@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use mdsd_core::{CoreError, Distribution, PositionalRows, Transform};
 
-use crate::LogitsError;
+use crate::{LogitsError, VocabularyCut};
 
 /// Row-major rows of equal length, in f64 whatever the file held.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,6 +143,11 @@ pub struct Pairs {
     pub more_drafts: Vec<Matrix>,
     pub values: Values,
     pub layout: Layout,
+    /// The shape of the target's array as stored (leading axes, then the
+    /// vocabulary); its rows are the product of the leading axes.
+    pub shape: Vec<usize>,
+    /// What `--vocab` cut off each row, when it was given.
+    pub cut: Option<VocabularyCut>,
     /// Where the rows came from, for messages.
     pub source: String,
 }
@@ -162,12 +167,26 @@ impl Pairs {
 
     /// The first `rows` rows (all when there are fewer).
     pub fn head(&self, rows: usize) -> Self {
-        let keep = |m: &Matrix| m.slice(0..rows.min(m.rows()));
+        self.slice(0..rows.min(self.rows()))
+    }
+
+    /// Rows `rows` (within range) and what the cut dropped from them.
+    fn slice(&self, rows: Range<usize>) -> Self {
+        let keep = |m: &Matrix| m.slice(rows.clone());
+        let cut = self.cut.as_ref().map(|cut| VocabularyCut {
+            vocabulary: cut.vocabulary,
+            target_dropped: cut.target_dropped[rows.clone()].to_vec(),
+            draft_dropped: cut.draft_dropped[rows.clone()].to_vec(),
+        });
         Self {
             target: keep(&self.target),
             draft: keep(&self.draft),
             more_drafts: self.more_drafts.iter().map(keep).collect(),
-            ..self.clone()
+            values: self.values,
+            layout: self.layout,
+            shape: self.shape.clone(),
+            cut,
+            source: self.source.clone(),
         }
     }
 
@@ -188,13 +207,7 @@ impl Pairs {
                 });
             }
         };
-        let keep = |m: &Matrix| m.slice(rows.clone());
-        Ok(Self {
-            target: keep(&self.target),
-            draft: keep(&self.draft),
-            more_drafts: self.more_drafts.iter().map(keep).collect(),
-            ..self.clone()
-        })
+        Ok(self.slice(rows))
     }
 
     /// Rows `rows` as a context model whose laws depend on the position

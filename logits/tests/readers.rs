@@ -87,6 +87,7 @@ fn every_fixture_reads_back_what_python_wrote() {
 fn explicit_values_override_detection() {
     let options = ReadOptions {
         values: Some(Values::Logits),
+        ..ReadOptions::default()
     };
     let pairs = read_pairs(fixtures().join("pairs.npz"), &options).unwrap();
     assert_eq!(pairs.values, Values::Logits);
@@ -94,6 +95,7 @@ fn explicit_values_override_detection() {
     // the error names the first entry outside [0, 1].
     let options = ReadOptions {
         values: Some(Values::Probabilities),
+        ..ReadOptions::default()
     };
     let err = read_pairs(fixtures().join("logits.safetensors"), &options).unwrap_err();
     assert!(
@@ -127,7 +129,7 @@ fn malformed_files_give_typed_errors_naming_the_problem() {
     );
     let err = error_of("bad-shape.npz");
     assert!(
-        matches!(&err, LogitsError::Shape { shape, .. } if shape == &[3, 5, 1]),
+        matches!(&err, LogitsError::Shape { shape, .. } if shape.is_empty()),
         "{err}"
     );
     let err = error_of("no-draft.npz");

@@ -112,7 +112,7 @@ fn data_files_and_arguments_accept_and_refuse_the_same_rows() {
         let from_data = read_pairs(dir.path(), &ReadOptions::default());
         let file = dir.path().join("p_target.npy");
         let draft = [OsString::from(dir.path().join("q_draft.npy"))];
-        let from_argument = read_argument_pairs(file.as_os_str(), &draft, None);
+        let from_argument = read_argument_pairs(file.as_os_str(), &draft, &ReadOptions::default());
         let tolerance = float.sum_tolerance(4);
         let sum: f64 = row.iter().map(|&x| rounded(x, float)).sum();
         if accepted {
@@ -156,6 +156,7 @@ fn a_negative_entry_is_named_before_the_sum() {
     let dir = data_dir(std::slice::from_ref(&row), FloatType::Float32);
     let options = ReadOptions {
         values: Some(mdsd_logits::Values::Probabilities),
+        ..ReadOptions::default()
     };
     let err = read_pairs(dir.path(), &options).unwrap_err();
     assert!(
@@ -163,7 +164,8 @@ fn a_negative_entry_is_named_before_the_sum() {
         "{err}"
     );
     let draft = [OsString::from("0.5,0.25,0.25")];
-    let err = read_argument_pairs("0.75,-0.25,0.5".as_ref(), &draft, None).unwrap_err();
+    let err = read_argument_pairs("0.75,-0.25,0.5".as_ref(), &draft, &ReadOptions::default())
+        .unwrap_err();
     assert!(err.to_string().contains("entry 1 is -0.25"), "{err}");
 }
 

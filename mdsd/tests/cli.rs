@@ -9,7 +9,7 @@ use mdsd::{
     Distribution, DraftScheme, IidAlgorithm, LpSolver, Problem, SchemeKind, Solve,
     optimal_acceptance,
 };
-use ndarray::{Array2, Array3, array};
+use ndarray::{Array2, arr0, array};
 use ndarray_npy::{NpzReader, WriteNpyExt};
 use serde_json::Value;
 
@@ -41,7 +41,7 @@ fn readme_example_json_shape() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(keys.len(), 9);
+    assert_eq!(keys.len(), 10);
     for key in [
         "alpha_star",
         "acceptance",
@@ -52,6 +52,7 @@ fn readme_example_json_shape() {
         "certificate",
         "iterations",
         "elapsed_ms",
+        "input",
     ] {
         assert!(keys.contains(&key), "missing {key}");
     }
@@ -255,7 +256,7 @@ fn bad_input_gives_one_line_and_nonzero_exit() {
     let dir = tempfile::tempdir().unwrap();
     let garbage = dir.path().join("garbage.npy");
     std::fs::write(&garbage, b"not an npy file").unwrap();
-    let cube = write_npy(dir.path(), "cube.npy", &Array3::<f64>::zeros((2, 2, 2)));
+    let scalar = write_npy(dir.path(), "scalar.npy", &arr0(0.5));
     let not_array = dir.path().join("object.json");
     std::fs::write(&not_array, "{\"p\": 1}").unwrap();
     let two_rows = write_npy(dir.path(), "two.npy", &array![[0.5, 0.5], [0.5, 0.5]]);
@@ -275,8 +276,8 @@ fn bad_input_gives_one_line_and_nonzero_exit() {
             "cannot read missing.npy",
         ),
         (
-            vec!["bound", "-p", &cube, "-q", q, "-n", "2"],
-            "has shape [2, 2, 2]",
+            vec!["bound", "-p", &scalar, "-q", q, "-n", "2"],
+            "has shape []",
         ),
         (
             vec![

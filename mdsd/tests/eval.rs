@@ -44,8 +44,12 @@ fn the_builtin_sample_report_has_the_documented_shape() {
     let doc = json(&["eval", "--json"]);
     assert_eq!(doc["rows"], 32);
     let aggregate = doc["aggregate"].as_array().unwrap();
-    assert_eq!(aggregate.len(), 3 * 4, "iid, wor, greedy x n = 1, 2, 4, 8");
-    for scheme in ["iid", "wor", "greedy"] {
+    assert_eq!(
+        aggregate.len(),
+        5 * 4,
+        "iid, wor, greedy, argmax, top x n = 1, 2, 4, 8"
+    );
+    for scheme in ["iid", "wor", "greedy", "argmax", "top"] {
         let means: Vec<f64> = [1, 2, 4, 8]
             .iter()
             .map(|&n| mean_alpha(&doc, scheme, n))
@@ -102,7 +106,7 @@ fn the_table_and_the_out_directory() {
     let csv = std::fs::read_to_string(out_dir.join("alpha.csv")).unwrap();
     assert_eq!(
         csv.lines().count(),
-        1 + 3 * 4 * 2,
+        1 + 5 * 4 * 2,
         "header + schemes x rows x n"
     );
     let csv = std::fs::read_to_string(out_dir.join("verifiers.csv")).unwrap();
@@ -219,4 +223,81 @@ fn gpu_backend_matches_the_cpu_or_falls_back_with_a_warning() {
     let fallback: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(fallback["backend"], "cpu");
     assert_eq!(fallback["aggregate"], cpu["aggregate"]);
+}
+
+/// Deterministic drafts: argmax is one draft whatever n, top at n = 1 is
+/// argmax, and the deterministic verifier reaches top's alpha* = p(S).
+#[test]
+fn argmax_and_top_drafts_beside_sampled_ones() {
+    let doc = json(&[
+        "eval",
+        "--json",
+        "--rows",
+        "8",
+        "--schemes",
+        "argmax,top,iid,wor",
+        "--verifiers",
+        "deterministic",
+    ]);
+    let argmax = mean_alpha(&doc, "argmax", 1);
+    for n in [2, 4, 8] {
+        assert_eq!(mean_alpha(&doc, "argmax", n), argmax);
+    }
+    assert!((mean_alpha(&doc, "top", 1) - argmax).abs() < 1e-12);
+    for (j, n) in [1u64, 2, 4, 8].into_iter().enumerate() {
+        let rated = &doc["verifiers"][j];
+        assert_eq!(
+            (rated["name"].as_str(), rated["n"].as_u64()),
+            (Some("deterministic"), Some(n))
+        );
+        assert_eq!(rated["scheme"], "top");
+        let top = mean_alpha(&doc, "top", n);
+        assert!((rated["mean_acceptance"].as_f64().unwrap() - top).abs() < 1e-12);
+    }
+}
+
+/// One bad row does not end an eval: it is reported with its stage and
+/// left out of that stage's means; --strict stops at it.
+#[test]
+fn a_failing_row_is_reported_and_the_others_go_on() {
+    let args = [
+        "eval",
+        "--json",
+        "--rows",
+        "3",
+        "--temperature",
+        "0",
+        "--schemes",
+        "iid,wor",
+        "--n",
+        "1,2",
+    ];
+    let doc = json(&args);
+    assert_eq!(doc["failed_rows"], 3);
+    for failure in doc["failures"].as_array().unwrap() {
+        assert_eq!(failure["stage"], "wor");
+        assert!(
+            failure["error"]
+                .as_str()
+                .unwrap()
+                .contains("needs at least 2 tokens"),
+            "{failure}"
+        );
+    }
+    // At temperature 0 both sides are one-hot: iid alpha* is 1 or 0 per row.
+    let iid = mean_alpha(&doc, "iid", 2);
+    assert!((0.0..=1.0).contains(&iid), "{iid}");
+    let wor = doc["aggregate"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["scheme"] == "wor")
+        .unwrap();
+    assert!(wor["mean_alpha_star"].is_null(), "{wor}");
+
+    let mut strict = args.to_vec();
+    strict.push("--strict");
+    let out = mdsd(&strict);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs at least 2 tokens"));
 }

@@ -210,6 +210,7 @@ mod random_arguments {
             count("--max-variables"),
             count("--max-sets"),
             count("--vocab"),
+            count("--markov-vocab"),
             count("--seed"),
             real("--temperature"),
             real("--top-p"),
@@ -376,4 +377,31 @@ fn block_lp_work_is_bounded() {
         ],
         "variables x rows",
     );
+}
+
+/// A reader that stops early (`mdsd bound ... --json | head`) ends the
+/// command quietly: exit 0, nothing on stderr.
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let data = format!(
+        "{}/../data/qwen-coder-dense-8rows.npz",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    // Certificates of full-vocabulary rows: megabytes, more than a pipe holds.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mdsd"))
+        .args(["bound", "--data", &data, "-n", "4", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(stderr.is_empty(), "{stderr}");
 }

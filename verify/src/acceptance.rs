@@ -61,6 +61,14 @@ fn inclusion_probs(problem: &Problem, from: usize) -> Result<Vec<f64>, VerifyErr
             }
             Ok(inclusion)
         }
+        // Every draft is fixed: drafts `from..n` are included surely.
+        SchemeKind::Argmax | SchemeKind::Top => {
+            let mut inclusion = vec![0.0; v];
+            for &t in drafts.fixed_tokens().iter().skip(from) {
+                inclusion[t] = 1.0;
+            }
+            Ok(inclusion)
+        }
         // Inclusion probabilities without replacement have no closed form.
         SchemeKind::WithoutReplacement => Err(VerifyError::Unsupported {
             verifier: "closed-form acceptance",

@@ -84,3 +84,64 @@ impl Sequential for SpecHub {
 }
 
 verifier_of_shape!(SpecHub, VerifierKind::SpecHub, sequential);
+
+/// The verifier of deterministic drafts (argmax, top: the n most likely
+/// draft tokens, as vLLM's, TensorRT-LLM's and EAGLE's trees propose them):
+/// try each draft x_i in order and accept it with probability p(x_i) / (1 -
+/// p(x_1) - ... - p(x_{i-1})), else draw from p outside the drafts. The
+/// output law is p, and a draft is accepted with probability p(S), which is
+/// alpha* for a deterministic set S (`docs/DESIGN.md` §3).
+pub struct Deterministic {
+    drafts: Vec<usize>,
+    /// Each draft with its acceptance probability given the ones before it
+    /// were rejected.
+    steps: Vec<(usize, f64)>,
+    vocab_size: usize,
+    rest: Rest,
+}
+
+impl Deterministic {
+    pub fn new(problem: &Problem) -> Self {
+        let p = problem.target().probs();
+        let drafts = problem.drafts().fixed_tokens().to_vec();
+        let mut untried = p.to_vec();
+        let mut given = vec![0.0; p.len()];
+        let mut steps = Vec::with_capacity(drafts.len());
+        for &x in &drafts {
+            // The mass not tried yet, summed directly rather than as 1 minus
+            // the mass tried: no cancellation when the drafts hold most of p.
+            let remaining: f64 = untried.iter().sum();
+            let accept = if remaining > 0.0 {
+                p[x] / remaining
+            } else {
+                1.0
+            };
+            steps.push((x, accept.min(1.0)));
+            untried[x] = 0.0;
+            given[x] = 1.0;
+        }
+        Self {
+            drafts,
+            steps,
+            vocab_size: p.len(),
+            // p outside the drafts: (p - 1)+ on them.
+            rest: Rest::new(residual(p, &given)),
+        }
+    }
+}
+
+impl Sequential for Deterministic {
+    fn steps(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError> {
+        check_drafts(drafts, self.drafts.len(), self.vocab_size)?;
+        if drafts != self.drafts {
+            return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+        }
+        Ok(self.steps.clone())
+    }
+
+    fn rest(&self) -> &Rest {
+        &self.rest
+    }
+}
+
+verifier_of_shape!(Deterministic, VerifierKind::Deterministic, sequential);

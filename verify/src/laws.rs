@@ -110,9 +110,14 @@ pub(crate) fn draft_law(drafts: &DraftScheme, i: usize) -> &[f64] {
 }
 
 /// The law of the first draft: q (also for hub drafts), or q_1, or for
-/// greedy drafts the most likely token with certainty (q' when n = 1).
+/// greedy, argmax and top drafts the most likely token with certainty
+/// (greedy's q' when n = 1).
 pub(crate) fn first_draft_law(drafts: &DraftScheme) -> Vec<f64> {
-    if drafts.kind() != SchemeKind::Greedy {
+    let fixed_first = matches!(
+        drafts.kind(),
+        SchemeKind::Greedy | SchemeKind::Argmax | SchemeKind::Top
+    );
+    if !fixed_first {
         return draft_law(drafts, 0).to_vec();
     }
     match drafts.fixed_tokens().first() {

@@ -113,7 +113,7 @@ use thiserror::Error;
 pub use acceptance::{kseq_acceptance, naive_acceptance, nss_acceptance, specinfer_acceptance};
 pub use baselines::{Naive, Nss};
 pub use exact::{ExactReport, alpha_star, exact};
-pub use greedy::{Greedy, SpecHub};
+pub use greedy::{Deterministic, Greedy, SpecHub};
 pub use khisti::{KHISTI_MAX_TRUNCATION, KHISTI_TRUNCATION, Khisti};
 pub use kseq::KSeq;
 pub use optimal::{OptimalConvex, OptimalFlow};
@@ -132,7 +132,12 @@ pub const MAX_DRAFTS: usize = 1 << 20;
 
 /// [`CoreError::TooLarge`] past [`MAX_DRAFTS`] drafts.
 pub(crate) fn check_draft_count(problem: &mdsd_core::Problem) -> Result<(), VerifyError> {
-    let n = problem.drafts().n();
+    check_verifier_drafts(problem.drafts().n())
+}
+
+/// [`CoreError::TooLarge`] when `n` drafts are more than a verifier takes
+/// ([`MAX_DRAFTS`]): a check of the setting before any row is read.
+pub fn check_verifier_drafts(n: usize) -> Result<(), VerifyError> {
     if n > MAX_DRAFTS {
         return Err(CoreError::TooLarge {
             what: "a verifier's draft tuple",

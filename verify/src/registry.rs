@@ -10,7 +10,7 @@ use mdsd_core::{Problem, SchemeKind, Solve};
 
 use crate::acceptance::{kseq_acceptance, naive_acceptance, nss_acceptance, specinfer_acceptance};
 use crate::{
-    Greedy, KHISTI_TRUNCATION, KSeq, Khisti, Naive, Nss, OptimalConvex, OptimalFlow,
+    Deterministic, Greedy, KHISTI_TRUNCATION, KSeq, Khisti, Naive, Nss, OptimalConvex, OptimalFlow,
     RrsWithoutReplacement, SpecHub, SpecInfer, Verifier, VerifyError, check_draft_count,
 };
 
@@ -34,6 +34,8 @@ pub enum VerifierKind {
     Khisti,
     /// [`Greedy`]: Hu et al.'s verifier of their greedy drafts.
     Greedy,
+    /// [`Deterministic`]: the verifier of argmax and top drafts.
+    Deterministic,
     /// [`OptimalFlow`]: the optimal plan of max flow.
     OptimalFlow,
     /// [`OptimalConvex`]: the optimal selection rule of the convex solver.
@@ -42,7 +44,7 @@ pub enum VerifierKind {
 
 impl VerifierKind {
     /// Every verifier, in report order.
-    pub const ALL: [VerifierKind; 10] = [
+    pub const ALL: [VerifierKind; 11] = [
         VerifierKind::Nss,
         VerifierKind::Naive,
         VerifierKind::SpecInfer,
@@ -51,6 +53,7 @@ impl VerifierKind {
         VerifierKind::SpecHub,
         VerifierKind::Khisti,
         VerifierKind::Greedy,
+        VerifierKind::Deterministic,
         VerifierKind::OptimalFlow,
         VerifierKind::OptimalConvex,
     ];
@@ -66,6 +69,7 @@ impl VerifierKind {
             VerifierKind::SpecHub => "spechub",
             VerifierKind::Khisti => "khisti",
             VerifierKind::Greedy => "greedy",
+            VerifierKind::Deterministic => "deterministic",
             VerifierKind::OptimalFlow => "optimal-flow",
             VerifierKind::OptimalConvex => "optimal-convex",
         }
@@ -73,7 +77,7 @@ impl VerifierKind {
 
     /// The draft schemes the verifier is defined for.
     pub fn schemes(self) -> &'static [SchemeKind] {
-        use SchemeKind::{Greedy, Hub, Iid, Independent, WithoutReplacement};
+        use SchemeKind::{Argmax, Greedy, Hub, Iid, Independent, Top, WithoutReplacement};
         match self {
             VerifierKind::Nss | VerifierKind::Naive | VerifierKind::OptimalFlow => &SchemeKind::ALL,
             VerifierKind::SpecInfer | VerifierKind::Khisti => &[Iid, Independent],
@@ -81,6 +85,7 @@ impl VerifierKind {
             VerifierKind::KSeq | VerifierKind::OptimalConvex => &[Iid],
             VerifierKind::SpecHub => &[Hub],
             VerifierKind::Greedy => &[Greedy],
+            VerifierKind::Deterministic => &[Argmax, Top],
         }
     }
 
@@ -119,6 +124,7 @@ impl VerifierKind {
             VerifierKind::SpecHub => Box::new(SpecHub::new(problem)),
             VerifierKind::Khisti => Box::new(Khisti::new(problem, KHISTI_TRUNCATION)?),
             VerifierKind::Greedy => Box::new(Greedy::new(problem)),
+            VerifierKind::Deterministic => Box::new(Deterministic::new(problem)),
             VerifierKind::OptimalFlow => Box::new(OptimalFlow::new(problem)?),
             VerifierKind::OptimalConvex => {
                 Box::new(OptimalConvex::new(problem, &ConvexSolver::default())?)
@@ -146,6 +152,13 @@ impl VerifierKind {
             VerifierKind::Naive => naive_acceptance(problem),
             VerifierKind::SpecInfer => specinfer_acceptance(problem),
             VerifierKind::KSeq => kseq_acceptance(problem).map(|(acceptance, _)| acceptance),
+            // p(S) of the deterministic draft set S.
+            VerifierKind::Deterministic => Ok(problem
+                .drafts()
+                .fixed_tokens()
+                .iter()
+                .map(|&x| problem.target().prob(x))
+                .sum()),
             VerifierKind::OptimalConvex => convex
                 .solve(problem)
                 .map(|solution| solution.summary.acceptance)

@@ -49,8 +49,9 @@ fn check(problem: &Problem) -> Result<(), TestCaseError> {
             }
             "specinfer" => Some(specinfer_acceptance(problem).unwrap()),
             "kseq" => Some(kseq_acceptance(problem).unwrap().0),
-            // Optimal by construction (spechub for its own hub drafts).
-            "greedy" | "spechub" | "optimal-flow" => Some(report.alpha_star),
+            // Optimal by construction (spechub for its own hub drafts;
+            // deterministic at p(S), alpha* of a deterministic set S).
+            "greedy" | "spechub" | "deterministic" | "optimal-flow" => Some(report.alpha_star),
             _ => None,
         };
         // Khisti et al.'s Theorem 1: with two drafts, the pair-weight LP over
@@ -85,7 +86,7 @@ fn check(problem: &Problem) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    // 5 schemes x 150 = 750 random instances.
+    // 7 schemes x 150 = 1050 random instances.
     #![proptest_config(ProptestConfig::with_cases(150))]
 
     #[test]
@@ -102,6 +103,12 @@ proptest! {
 
     #[test]
     fn hub(problem in small_problems(SchemeKind::Hub)) { check(&problem)?; }
+
+    #[test]
+    fn argmax(problem in small_problems(SchemeKind::Argmax)) { check(&problem)?; }
+
+    #[test]
+    fn top(problem in small_problems(SchemeKind::Top)) { check(&problem)?; }
 }
 
 fn acceptance(name: &str, p: &[f64], q: &[f64], kind: SchemeKind, n: usize) -> f64 {
@@ -280,6 +287,8 @@ fn sampling_follows_the_conditional_law() {
         DraftScheme::greedy(q.clone(), 3).unwrap(),
         DraftScheme::hub(q.clone()).unwrap(),
         DraftScheme::independent(vec![q.clone(), p.clone(), q.clone()]).unwrap(),
+        DraftScheme::new(SchemeKind::Argmax, vec![q.clone()], 1).unwrap(),
+        DraftScheme::new(SchemeKind::Top, vec![q.clone()], 3).unwrap(),
     ] {
         let problem = Problem::new(p.clone(), drafts).unwrap();
         let tuples = problem

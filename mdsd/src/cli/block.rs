@@ -11,7 +11,7 @@ use mdsd::verify::block::{BlockReport, exact_block, prepare_block, sampled_block
 use serde_json::json;
 
 use super::input::{InputArgs, Role};
-use super::{CliError, Mode, at_least_one, progress_bar};
+use super::{CliError, Mode, at_least_one, output, progress_bar};
 
 #[derive(Debug, Args)]
 pub struct BlockArgs {
@@ -24,8 +24,8 @@ pub struct BlockArgs {
     #[arg(long, value_name = "SEED", conflicts_with_all = ["target", "drafts", "data"])]
     markov: Option<u64>,
     /// Vocabulary size of --markov.
-    #[arg(long, default_value_t = 3)]
-    vocab: usize,
+    #[arg(long, value_name = "V", default_value_t = 3, requires = "markov")]
+    markov_vocab: usize,
     /// Tokens of context of --markov.
     #[arg(long, default_value_t = 1)]
     order: usize,
@@ -96,9 +96,9 @@ pub fn run(args: &BlockArgs) -> Result<(), CliError> {
     }
     bar.finish_and_clear();
     if args.json {
-        println!("{}", to_json(&reports));
+        output::emit(&format!("{}\n", to_json(&reports)))?;
     } else {
-        print!("{}", to_table(args, model.vocab_size(), &reports));
+        output::emit(&to_table(args, model.vocab_size(), &reports))?;
     }
     Ok(())
 }
@@ -110,8 +110,8 @@ fn context_model(args: &BlockArgs) -> Result<Box<dyn ContextModel>, CliError> {
         move |source| CliError::Invalid { what, source }
     };
     if let Some(seed) = args.markov {
-        let model =
-            MarkovModel::random(args.vocab, args.order, seed).map_err(invalid("--markov"))?;
+        let model = MarkovModel::random(args.markov_vocab, args.order, seed)
+            .map_err(invalid("--markov"))?;
         return Ok(Box::new(model));
     }
     if !args.input.given() {
@@ -119,7 +119,7 @@ fn context_model(args: &BlockArgs) -> Result<Box<dyn ContextModel>, CliError> {
             "mdsd block needs -p and -q, --markov SEED or --data FILE".into(),
         ));
     }
-    if args.input.rows.is_some() {
+    if args.input.rows.is_some() || args.input.row.is_some_and(|row| row.is_range()) {
         return Err(CliError::Usage(
             "mdsd block takes one row (--row R), or L + 1 rows with --positional; \
              --rows does not apply"
@@ -133,7 +133,7 @@ fn context_model(args: &BlockArgs) -> Result<Box<dyn ContextModel>, CliError> {
     if args.input.is_data() {
         let count = if args.positional { args.depth + 1 } else { 1 };
         pairs = pairs.select(mdsd::logits::RowSelection {
-            first: args.input.row,
+            first: args.input.first_row(),
             count: Some(count),
         })?;
     }

@@ -6,14 +6,17 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use indicatif::ProgressBar;
-use mdsd::logits::{Backend, CpuBackend, Layout, Matrix, Pairs, WgpuBackend, builtin_sample};
+use mdsd::logits::{
+    Backend, CpuBackend, Layout, LogitsError, Matrix, Pairs, WgpuBackend, builtin_sample,
+};
 use mdsd::verify::VerifierKind;
 use mdsd::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind};
 use rayon::prelude::*;
 use serde_json::json;
+use std::sync::{Mutex, PoisonError};
 
-use super::input::InputArgs;
-use super::{CliError, SolveError, at_least_one, progress_bar};
+use super::input::{InputArgs, InputReport, Side};
+use super::{CliError, SolveError, at_least_one, output, progress_bar};
 
 mod plot;
 
@@ -26,12 +29,19 @@ pub struct EvalArgs {
     /// Numbers of drafts.
     #[arg(long = "n", value_delimiter = ',', default_values_t = [1, 2, 4, 8])]
     ns: Vec<usize>,
-    /// Draft schemes for alpha*: iid, wor (without replacement), greedy.
-    #[arg(long, value_delimiter = ',', default_values = ["iid", "wor", "greedy"])]
+    /// Draft schemes for alpha*: iid, wor (without replacement), greedy,
+    /// and the deterministic drafts engines use: argmax (one draft, the
+    /// most likely draft token, whatever n) and top (the n most likely).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_values = ["iid", "wor", "greedy", "argmax", "top"]
+    )]
     schemes: Vec<SchemeKind>,
-    /// Verifiers to rate, each on the first of iid, wor, greedy it supports:
-    /// exact acceptance where it has a closed form (nss, naive, specinfer,
-    /// kseq, optimal-convex), sampled otherwise. `none` for no verifier.
+    /// Verifiers to rate, each on the first of iid, wor, greedy, top it
+    /// supports: exact acceptance where it has a closed form (nss, naive,
+    /// specinfer, kseq, deterministic, optimal-convex), sampled otherwise.
+    /// `none` for no verifier.
     #[arg(long, value_delimiter = ',', default_values = ["specinfer", "optimal-convex"])]
     verifiers: Vec<String>,
     /// Draws per row and n for sampled verifiers.
@@ -49,6 +59,126 @@ pub struct EvalArgs {
     /// Print exactly one JSON document.
     #[arg(long)]
     json: bool,
+    /// Stop at the first row that fails (by default a failing row is
+    /// reported, left out of the means, and the others go on).
+    #[arg(long)]
+    strict: bool,
+}
+
+/// A row that could not be evaluated at some stage, and why.
+struct Failure {
+    row: usize,
+    stage: String,
+    error: String,
+}
+
+/// Rows that fail: with --strict the first ends the command; otherwise
+/// each is recorded and its values are NaN, which the means leave out.
+struct Failures {
+    strict: bool,
+    /// The number of the first row selected, for the rows recorded.
+    first_row: usize,
+    list: Mutex<Vec<Failure>>,
+}
+
+impl Failures {
+    /// A `rows x width` matrix from per-row results, failed rows NaN.
+    fn gather(
+        &self,
+        stage: &str,
+        width: usize,
+        rows: Vec<Result<Vec<f64>, CliError>>,
+    ) -> Result<Matrix, CliError> {
+        let mut values = Vec::with_capacity(rows.len());
+        for (r, row) in rows.into_iter().enumerate() {
+            match row {
+                Ok(row) => values.push(row),
+                Err(e) if self.strict => return Err(e),
+                Err(e) => {
+                    // The row is recorded here: a batch error's own row
+                    // number (0 of a one-row batch) would mislead.
+                    let error = match &e {
+                        CliError::Logits(inner) => match inner.as_ref() {
+                            LogitsError::Bound { source, .. } => source.to_string(),
+                            other => other.to_string(),
+                        },
+                        other => other.to_string(),
+                    };
+                    let failure = Failure {
+                        row: self.first_row + r,
+                        stage: stage.to_string(),
+                        error,
+                    };
+                    self.list
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(failure);
+                    values.push(vec![f64::NAN; width]);
+                }
+            }
+        }
+        Ok(Matrix::from_rows(&values)?)
+    }
+
+    /// A batch's result; where the batch failed (and not --strict), each
+    /// of `rows` rows again alone by `one`, so that one bad row does not
+    /// hide the others.
+    fn batch_or_rows(
+        &self,
+        stage: &str,
+        rows: usize,
+        width: usize,
+        batch: Result<Matrix, CliError>,
+        one: impl Fn(usize) -> Result<Vec<f64>, CliError>,
+    ) -> Result<Matrix, CliError> {
+        match batch {
+            Ok(matrix) => Ok(matrix),
+            Err(e) if self.strict => Err(e),
+            // Row by row in turn: the backend batches, and need not be Sync.
+            Err(_) => self.gather(stage, width, (0..rows).map(one).collect()),
+        }
+    }
+
+    /// Every failure, one per row (its first), in row order.
+    fn into_first_per_row(self) -> Vec<Failure> {
+        let mut list = self
+            .list
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        list.sort_by_key(|f| f.row);
+        list.dedup_by_key(|f| f.row);
+        list
+    }
+}
+
+/// The table's last lines where rows failed: how many, and each one's
+/// first error (empty when none failed).
+fn failures_note(failures: &[Failure]) -> String {
+    if failures.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n{} row(s) failed; their values where they failed are left out of the means (--strict stops at the first):\n",
+        failures.len()
+    );
+    for f in failures {
+        out += &format!("  row {} ({}): {}\n", f.row, f.stage, f.error);
+    }
+    out
+}
+
+/// A value in tables to 6 decimals; "-" for a failed row's NaN.
+fn shown(value: f64) -> String {
+    if value.is_nan() {
+        "-".into()
+    } else {
+        format!("{value:.6}")
+    }
+}
+
+/// Row `r` of `m` as a matrix of its own.
+fn single_row(m: &Matrix, r: usize) -> Result<Matrix, CliError> {
+    Ok(Matrix::new(1, m.cols(), m.row(r).to_vec())?)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -94,14 +224,14 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
         return Err(usage("--n takes numbers of drafts of at least 1".into()));
     }
     at_least_one("--samples", args.samples)?;
-    if let Some(bad) = args.schemes.iter().find(|s| {
-        !matches!(
-            s,
-            SchemeKind::Iid | SchemeKind::WithoutReplacement | SchemeKind::Greedy
-        )
-    }) {
+    if let Some(bad) = args
+        .schemes
+        .iter()
+        .find(|s| matches!(s, SchemeKind::Independent | SchemeKind::Hub))
+    {
         return Err(usage(format!(
-            "--schemes {bad}: mdsd eval draws iid, wor or greedy drafts from one draft row"
+            "--schemes {bad}: mdsd eval draws iid, wor, greedy, argmax or top drafts from one \
+             draft row"
         )));
     }
     let verifiers: Vec<(VerifierKind, SchemeKind)> = args
@@ -114,6 +244,19 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
         })
         .collect::<Result<_, CliError>>()?;
 
+    // Settings that fail every row are refused before any: a row that
+    // fails alone is reported and the others go on.
+    for side in [Side::Target, Side::Draft] {
+        (args.input.transform(side).check()).map_err(|source| CliError::Invalid {
+            what: format!("{side} transform"),
+            source,
+        })?;
+    }
+    if !verifiers.is_empty() {
+        for &n in &args.ns {
+            mdsd::verify::check_verifier_drafts(n)?;
+        }
+    }
     let pairs = if args.input.given() {
         args.input.read()?
     } else {
@@ -125,14 +268,28 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
         ));
     }
     let backend = backend(args.backend);
-    let transform = args.input.transform();
-    let target = backend.distributions(&pairs.target, pairs.values, &transform)?;
-    let draft = backend.distributions(&pairs.draft, pairs.values, &transform)?;
+    let failures = Failures {
+        strict: args.strict,
+        first_row: args.input.first_row(),
+        list: Mutex::new(Vec::new()),
+    };
+    let rows = pairs.rows();
+    let distributions = |matrix: &Matrix, side| {
+        let transform = args.input.transform(side);
+        let batch = backend
+            .distributions(matrix, pairs.values, &transform)
+            .map_err(CliError::from);
+        failures.batch_or_rows("distribution", rows, matrix.cols(), batch, |r| {
+            let one = backend.distributions(&single_row(matrix, r)?, pairs.values, &transform)?;
+            Ok(one.row(0).to_vec())
+        })
+    };
+    let target = distributions(&pairs.target, Side::Target)?;
+    let draft = distributions(&pairs.draft, Side::Draft)?;
 
     // Progress in draws: a sampled verifier's row and n counts --samples
     // (a bar step per task of draws, for an ETA that --samples 10^12 can
     // use), and each exact one counts as much, done at once.
-    let rows = pairs.rows();
     let units = (args.schemes.len() as u64)
         .saturating_add((verifiers.len() as u64).saturating_mul((args.ns.len() * rows) as u64));
     let progress = progress_bar(units.saturating_mul(args.samples), args.json);
@@ -140,12 +297,28 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
         .schemes
         .iter()
         .map(|&scheme| {
+            let batched = |target: &Matrix, draft: &Matrix| -> Result<Matrix, CliError> {
+                Ok(match scheme {
+                    SchemeKind::Iid => backend.optimal_acceptance_iid(target, draft, &args.ns)?,
+                    _ => backend.optimal_acceptance_wor(target, draft, &args.ns)?,
+                })
+            };
             let alpha = match scheme {
-                SchemeKind::Iid => backend.optimal_acceptance_iid(&target, &draft, &args.ns)?,
-                SchemeKind::WithoutReplacement => {
-                    backend.optimal_acceptance_wor(&target, &draft, &args.ns)?
-                }
-                _ => greedy_alpha(&target, &draft, &args.ns)?,
+                SchemeKind::Iid | SchemeKind::WithoutReplacement => failures.batch_or_rows(
+                    scheme.name(),
+                    rows,
+                    args.ns.len(),
+                    batched(&target, &draft),
+                    |r| {
+                        let one = batched(&single_row(&target, r)?, &single_row(&draft, r)?)?;
+                        Ok(one.row(0).to_vec())
+                    },
+                )?,
+                _ => failures.gather(
+                    scheme.name(),
+                    args.ns.len(),
+                    closed_form_alpha(scheme, &target, &draft, &args.ns, failures.first_row),
+                )?,
             };
             progress.inc(args.samples);
             Ok(SchemeResult { scheme, alpha })
@@ -160,55 +333,65 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
                 target: &target,
                 draft: &draft,
             };
-            rate_verifier(kind, scheme, rows, args, &convex, &progress)
+            rate_verifier(kind, scheme, rows, args, &convex, &progress, &failures)
         })
         .collect::<Result<Vec<_>, _>>()?;
     progress.finish_and_clear();
+    let failures = failures.into_first_per_row();
 
+    let input = args.input.report(&pairs);
     let document = report_json(
         &pairs,
+        &input,
         backend.name(),
         &args.ns,
         &schemes,
         &verifier_results,
+        &failures,
     );
     if args.json {
-        println!("{document}");
+        output::emit(&format!("{document}\n"))?;
     } else {
-        print!(
-            "{}",
-            report_table(&pairs, &args.ns, &schemes, &verifier_results)
-        );
+        output::emit(&report_table(
+            &pairs,
+            &input,
+            &args.ns,
+            &schemes,
+            &verifier_results,
+        ))?;
+        output::emit(&failures_note(&failures))?;
     }
     if let Some(dir) = &args.out {
         write_outputs(
             dir,
             &pairs,
+            input.first_row,
             &args.ns,
             &schemes,
             &verifier_results,
             &document,
         )?;
         if !args.json {
-            println!("wrote {}", dir.display());
+            output::emit(&format!("wrote {}\n", dir.display()))?;
         }
     }
     Ok(())
 }
 
-/// The scheme a verifier is rated on: the first of iid, wor, greedy it
-/// supports.
+/// The scheme a verifier is rated on: the first of iid, wor, greedy, top
+/// it supports.
 fn verifier_scheme(kind: VerifierKind) -> Result<SchemeKind, CliError> {
     [
         SchemeKind::Iid,
         SchemeKind::WithoutReplacement,
         SchemeKind::Greedy,
+        SchemeKind::Top,
     ]
     .into_iter()
     .find(|&scheme| kind.supports(scheme))
     .ok_or_else(|| {
         CliError::Usage(format!(
-            "verifier {kind} runs on none of iid, wor, greedy drafts, which mdsd eval draws"
+            "verifier {kind} runs on none of iid, wor, greedy, top drafts, which mdsd eval draws"
         ))
     })
 }
@@ -238,23 +421,32 @@ fn problem(
         .map_err(invalid)
 }
 
-/// Greedy drafting's alpha* in closed form, rows on rayon's pool (not a
-/// backend method: it is one pass per row, no batched kernel to gain).
-fn greedy_alpha(target: &Matrix, draft: &Matrix, ns: &[usize]) -> Result<Matrix, CliError> {
-    let rows = (0..target.rows())
+/// alpha* of greedy, argmax or top drafts in closed form, row by row on
+/// rayon's pool (not a backend method: it is one pass per row, no batched
+/// kernel to gain); rows numbered from `first_row` in errors. Argmax
+/// drafts one token whatever n: the same value in every column.
+fn closed_form_alpha(
+    scheme: SchemeKind,
+    target: &Matrix,
+    draft: &Matrix,
+    ns: &[usize],
+    first_row: usize,
+) -> Vec<Result<Vec<f64>, CliError>> {
+    (0..target.rows())
         .into_par_iter()
         .map(|r| {
+            let row = first_row + r;
             ns.iter()
                 .map(|&n| {
-                    let problem = problem(target.row(r), draft.row(r), SchemeKind::Greedy, n, r)?;
+                    let n = scheme.fixed_n().unwrap_or(n);
+                    let problem = problem(target.row(r), draft.row(r), scheme, n, row)?;
                     mdsd::optimal_acceptance(&problem)
                         .map(|bound| bound.alpha_star)
-                        .map_err(|e| e.at_row(r))
+                        .map_err(|e| e.at_row(row))
                 })
-                .collect::<Result<Vec<f64>, CliError>>()
+                .collect()
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Matrix::from_rows(&rows)?)
+        .collect()
 }
 
 /// A verifier's acceptance on every row and n: exact from its closed form
@@ -267,14 +459,16 @@ fn rate_verifier(
     args: &EvalArgs,
     convex: &ConvexSolver,
     progress: &ProgressBar,
+    failures: &Failures,
 ) -> Result<VerifierResult, CliError> {
-    let rows = (0..data.target.rows())
+    let rows: Vec<Result<Vec<(f64, bool)>, CliError>> = (0..data.target.rows())
         .into_par_iter()
         .map(|r| {
+            let row = failures.first_row + r;
             args.ns
                 .iter()
                 .map(|&n| {
-                    let problem = problem(data.target.row(r), data.draft.row(r), scheme, n, r)?;
+                    let problem = problem(data.target.row(r), data.draft.row(r), scheme, n, row)?;
                     let acceptance = match kind.exact_acceptance(&problem, convex) {
                         Some(acceptance) => {
                             progress.inc(args.samples);
@@ -294,24 +488,31 @@ fn rate_verifier(
                     };
                     Ok(acceptance)
                 })
-                .collect::<Result<Vec<(f64, bool)>, CliError>>()
+                .collect()
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    let exact = rows.iter().flatten().all(|&(_, exact)| exact);
-    let acceptance: Vec<Vec<f64>> = rows
-        .iter()
-        .map(|row| row.iter().map(|&(a, _)| a).collect())
+        .collect();
+    let exact = (rows.iter().flatten().flatten()).all(|&(_, exact)| exact);
+    let acceptance = rows
+        .into_iter()
+        .map(|row| row.map(|row| row.iter().map(|&(a, _)| a).collect()))
         .collect();
     Ok(VerifierResult {
         kind,
         scheme,
         method: if exact { "exact" } else { "sampled" },
-        acceptance: Matrix::from_rows(&acceptance)?,
+        acceptance: failures.gather(kind.name(), args.ns.len(), acceptance)?,
     })
 }
 
+/// The mean of column `j` over the rows that did not fail (NaN: none did
+/// not, shown as null and "-").
 fn column_mean(m: &Matrix, j: usize) -> f64 {
-    m.iter_rows().map(|row| row[j]).sum::<f64>() / m.rows().max(1) as f64
+    let values: Vec<f64> = m
+        .iter_rows()
+        .map(|row| row[j])
+        .filter(|x| !x.is_nan())
+        .collect();
+    values.iter().sum::<f64>() / values.len() as f64
 }
 
 fn describe(pairs: &Pairs) -> String {
@@ -324,10 +525,12 @@ fn describe(pairs: &Pairs) -> String {
 
 fn report_json(
     pairs: &Pairs,
+    input: &InputReport,
     backend: &str,
     ns: &[usize],
     schemes: &[SchemeResult],
     verifiers: &[VerifierResult],
+    failures: &[Failure],
 ) -> serde_json::Value {
     let aggregate: Vec<_> = schemes
         .iter()
@@ -353,15 +556,22 @@ fn report_json(
         .collect();
     json!({
         "source": pairs.source,
+        "input": input.to_json(),
         "backend": backend,
         "rows": pairs.rows(),
         "aggregate": aggregate,
         "verifiers": rated,
+        "failed_rows": failures.len(),
+        "failures": failures
+            .iter()
+            .map(|f| json!({"row": f.row, "stage": f.stage, "error": f.error}))
+            .collect::<Vec<_>>(),
     })
 }
 
 fn report_table(
     pairs: &Pairs,
+    input: &InputReport,
     ns: &[usize],
     schemes: &[SchemeResult],
     verifiers: &[VerifierResult],
@@ -373,6 +583,7 @@ fn report_table(
         .map(|n| format!("{:>9}", format!("n={n}")))
         .collect();
     let _ = writeln!(out, "{}", describe(pairs));
+    out += &input.note();
     let _ = writeln!(out, "\nalpha* per row");
     let _ = write!(out, "{:>5}", "row");
     for s in schemes {
@@ -382,10 +593,10 @@ fn report_table(
     }
     out.push('\n');
     for r in 0..pairs.rows() {
-        let _ = write!(out, "{r:>5}");
+        let _ = write!(out, "{:>5}", input.first_row + r);
         for s in schemes {
             for a in s.alpha.row(r) {
-                let _ = write!(out, "{a:>12.6}");
+                let _ = write!(out, "{:>12}", shown(*a));
             }
         }
         out.push('\n');
@@ -393,7 +604,7 @@ fn report_table(
     let _ = writeln!(out, "\nmean alpha*                 {header}");
     for s in schemes {
         let means: String = (0..ns.len())
-            .map(|j| format!("{:>9.6}", column_mean(&s.alpha, j)))
+            .map(|j| format!("{:>9}", shown(column_mean(&s.alpha, j))))
             .collect();
         let _ = writeln!(out, "{:<28}{means}", s.scheme.name());
     }
@@ -401,7 +612,7 @@ fn report_table(
         let _ = writeln!(out, "\nmean acceptance             {header}");
         for v in verifiers {
             let means: String = (0..ns.len())
-                .map(|j| format!("{:>9.6}", column_mean(&v.acceptance, j)))
+                .map(|j| format!("{:>9}", shown(column_mean(&v.acceptance, j))))
                 .collect();
             let label = format!("{} ({}, {})", v.kind, v.scheme.name(), v.method);
             let _ = writeln!(out, "{label:<28}{means}");
@@ -410,9 +621,12 @@ fn report_table(
     out
 }
 
+/// `eval.json`, `alpha.csv` and `verifiers.csv` (rows numbered from
+/// `first_row`, as in the file) and the plots.
 fn write_outputs(
     dir: &Path,
     pairs: &Pairs,
+    first_row: usize,
     ns: &[usize],
     schemes: &[SchemeResult],
     verifiers: &[VerifierResult],
@@ -434,7 +648,12 @@ fn write_outputs(
     for s in schemes {
         for r in 0..pairs.rows() {
             for (j, n) in ns.iter().enumerate() {
-                alpha += &format!("{r},{},{n},{:.12}\n", s.scheme.name(), s.alpha.row(r)[j]);
+                alpha += &format!(
+                    "{},{},{n},{:.12}\n",
+                    first_row + r,
+                    s.scheme.name(),
+                    s.alpha.row(r)[j]
+                );
             }
         }
     }
@@ -444,7 +663,8 @@ fn write_outputs(
         for r in 0..pairs.rows() {
             for (j, n) in ns.iter().enumerate() {
                 rated += &format!(
-                    "{r},{},{},{n},{:.12},{}\n",
+                    "{},{},{},{n},{:.12},{}\n",
+                    first_row + r,
                     v.kind,
                     v.scheme.name(),
                     v.acceptance.row(r)[j],

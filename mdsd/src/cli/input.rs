@@ -3,13 +3,18 @@
 //! Everything is read through mdsd-logits.
 
 use std::ffi::OsString;
+use std::fmt;
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use clap::Args;
+use mdsd::core::Shown;
 use mdsd::logits::{
-    LogitsError, Matrix, Pairs, ReadOptions, RowSelection, Values, read_argument_pairs, read_pairs,
+    DraftVocabMap, LogitsError, Matrix, Pairs, ReadOptions, RowSelection, Values, VocabularyCut,
+    VocabularyOptions, read_argument_pairs, read_pairs,
 };
 use mdsd::{Distribution, DraftScheme, Problem, SchemeKind, Transform};
+use serde_json::json;
 
 use super::CliError;
 
@@ -35,8 +40,10 @@ pub struct InputArgs {
     )]
     drafts: Vec<OsString>,
     /// A data file holding target and draft rows instead of -p/-q: a .npz
-    /// or .safetensors file (dense [rows, V], or the sparse-with-tail
-    /// format), or a directory of .npy files (p_target.npy, q_draft.npy).
+    /// or .safetensors file (dense [..., V]: every leading axis indexes
+    /// rows, as Hugging Face's [batch, positions, V]; or the
+    /// sparse-with-tail format), or a directory of .npy files
+    /// (p_target.npy, q_draft.npy).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "drafts"])]
     data: Option<PathBuf>,
     /// The rows hold logits (default: probabilities for -p/-q; decided
@@ -46,6 +53,24 @@ pub struct InputArgs {
     /// The rows hold probabilities.
     #[arg(long)]
     probabilities: bool,
+    /// Cut target and draft rows to their first N tokens (pairs whose
+    /// logit rows are padded to different lengths). A cut that drops more
+    /// than 1e-6 of either side's probability in any row is refused.
+    #[arg(long, value_name = "N")]
+    vocab: Option<usize>,
+    /// Cut with --vocab even where it drops more than 1e-6 (rows are
+    /// renormalised to the kept tokens; the mass dropped is reported).
+    #[arg(long, requires = "vocab")]
+    allow_truncation: bool,
+    /// The draft's vocabulary as target ids: a 1-D integer .npy with one
+    /// entry per draft token (EAGLE-3's reduced draft vocabularies); the
+    /// draft has probability 0 on target tokens outside it.
+    #[arg(long, value_name = "FILE")]
+    draft_vocab_map: Option<PathBuf>,
+    /// The --draft-vocab-map entries are offsets (target id = draft id +
+    /// entry), as EAGLE-3's `d2t` tables hold them.
+    #[arg(long, requires = "draft_vocab_map")]
+    draft_vocab_map_offsets: bool,
     /// Temperature applied to target and drafts (0 = argmax).
     #[arg(long, allow_hyphen_values = true)]
     temperature: Option<f64>,
@@ -55,21 +80,152 @@ pub struct InputArgs {
     /// Keep the smallest most-likely set of mass >= p of target and drafts.
     #[arg(long)]
     top_p: Option<f64>,
-    /// The first row to use.
-    #[arg(long, value_name = "R", default_value_t = 0)]
-    pub row: usize,
-    /// How many rows to use from --row (default: all the rest).
+    /// Temperature of the drafts only (instead of --temperature for them).
+    #[arg(long, allow_hyphen_values = true)]
+    draft_temperature: Option<f64>,
+    /// Top-k of the drafts only (Global Resolution's published grid
+    /// truncates the draft only).
+    #[arg(long)]
+    draft_top_k: Option<usize>,
+    /// Top-p of the drafts only.
+    #[arg(long)]
+    draft_top_p: Option<f64>,
+    /// Temperature of the target only (instead of --temperature for it).
+    #[arg(long, allow_hyphen_values = true)]
+    target_temperature: Option<f64>,
+    /// Top-k of the target only (vLLM drafts the whole vocabulary while
+    /// the target keeps its top-k).
+    #[arg(long)]
+    target_top_k: Option<usize>,
+    /// Top-p of the target only.
+    #[arg(long)]
+    target_top_p: Option<f64>,
+    /// Which rows: R (that row), A..B (rows A to B - 1) or A.. (from A).
+    #[arg(long, value_name = "R")]
+    pub row: Option<RowSpec>,
+    /// How many rows from --row R (default: all of them, or the one row
+    /// --row R names).
     #[arg(long, value_name = "N")]
     pub rows: Option<usize>,
 }
 
+/// `--row`: one row, or a range of rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowSpec {
+    pub first: usize,
+    /// One past the last row of a range (`None`: to the end).
+    end: Option<usize>,
+    /// `A..B` or `A..` rather than one row.
+    range: bool,
+}
+
+impl RowSpec {
+    /// `A..B` or `A..` rather than one row.
+    pub fn is_range(self) -> bool {
+        self.range
+    }
+}
+
+impl FromStr for RowSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let number = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("`{text}` is not a row R, a range A..B or A.."))
+        };
+        let Some((first, end)) = text.split_once("..") else {
+            return Ok(Self {
+                first: number(text)?,
+                end: None,
+                range: false,
+            });
+        };
+        let first = if first.trim().is_empty() {
+            0
+        } else {
+            number(first)?
+        };
+        let end = if end.trim().is_empty() {
+            None
+        } else {
+            Some(number(end)?)
+        };
+        if end.is_some_and(|end| end <= first) {
+            return Err(format!("the range `{text}` holds no row"));
+        }
+        Ok(Self {
+            first,
+            end,
+            range: true,
+        })
+    }
+}
+
+impl fmt::Display for RowSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.range, self.end) {
+            (false, _) => write!(f, "{}", self.first),
+            (true, Some(end)) => write!(f, "{}..{end}", self.first),
+            (true, None) => write!(f, "{}..", self.first),
+        }
+    }
+}
+
+/// Which side of a pair a transform applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Target,
+    Draft,
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Side::Target => "the target's",
+            Side::Draft => "the draft's",
+        })
+    }
+}
+
 impl InputArgs {
-    /// The transform of --temperature, --top-k and --top-p.
-    pub fn transform(&self) -> Transform {
+    /// The transform of one side: --temperature, --top-k and --top-p,
+    /// each replaced by the side's own flag (--draft-* or --target-*)
+    /// where it is given.
+    pub fn transform(&self, side: Side) -> Transform {
+        let (temperature, top_k, top_p) = match side {
+            Side::Target => (
+                self.target_temperature,
+                self.target_top_k,
+                self.target_top_p,
+            ),
+            Side::Draft => (self.draft_temperature, self.draft_top_k, self.draft_top_p),
+        };
         Transform {
-            temperature: self.temperature,
-            top_k: self.top_k,
-            top_p: self.top_p,
+            temperature: temperature.or(self.temperature),
+            top_k: top_k.or(self.top_k),
+            top_p: top_p.or(self.top_p),
+        }
+    }
+
+    /// The first row selected, for messages and positional rows.
+    pub fn first_row(&self) -> usize {
+        self.row.map_or(0, |row| row.first)
+    }
+
+    /// How the rows are read: what they hold and the vocabulary flags.
+    fn read_options(&self) -> ReadOptions {
+        ReadOptions {
+            values: self.values(),
+            vocabulary: VocabularyOptions {
+                cut: self.vocab,
+                allow_truncation: self.allow_truncation,
+                draft_map: self.draft_vocab_map.clone().map(|path| DraftVocabMap {
+                    path,
+                    offsets: self.draft_vocab_map_offsets,
+                }),
+            },
         }
     }
 
@@ -94,10 +250,8 @@ impl InputArgs {
 
     /// The rows of --data or of -p/-q, unselected.
     pub fn read_all(&self) -> Result<Pairs, CliError> {
+        let options = self.read_options();
         if let Some(path) = &self.data {
-            let options = ReadOptions {
-                values: self.values(),
-            };
             return Ok(read_pairs(path, &options)?);
         }
         let (Some(target), false) = (&self.target, self.drafts.is_empty()) else {
@@ -105,7 +259,7 @@ impl InputArgs {
                 "this command needs -p and -q (target and draft), or --data FILE".into(),
             ));
         };
-        read_argument_pairs(target, &self.drafts, self.values()).map_err(|error| match error {
+        read_argument_pairs(target, &self.drafts, &options).map_err(|error| match error {
             LogitsError::InArgument { role, source } => CliError::Input {
                 arg: if role == "target" { "-p" } else { "-q" }.into(),
                 source,
@@ -132,14 +286,30 @@ impl InputArgs {
         if pairs.rows() == 0 {
             return Err(CliError::Usage(format!("{} holds no row", pairs.source)));
         }
-        let selection = RowSelection {
-            first: self.row,
-            count: self.rows,
-        };
+        let selection = self.selection()?;
         if selection == RowSelection::default() {
             return Ok(pairs);
         }
         Ok(pairs.select(selection)?)
+    }
+
+    /// The rows --row and --rows name: --row R alone is that row, with
+    /// --rows N the N rows from R; a range A..B or A.. takes no --rows.
+    fn selection(&self) -> Result<RowSelection, CliError> {
+        let count = match (self.row, self.rows) {
+            (Some(row), Some(_)) if row.range => {
+                return Err(CliError::Usage(format!(
+                    "--row {row} is a range already; --rows N counts rows from a single --row R"
+                )));
+            }
+            (Some(row), None) if row.range => row.end.map(|end| end - row.first),
+            (Some(_), None) => Some(1),
+            (_, rows) => rows,
+        };
+        Ok(RowSelection {
+            first: self.first_row(),
+            count,
+        })
     }
 
     /// How a row is named in messages: by its flag for -p/-q, by its role
@@ -153,7 +323,7 @@ impl InputArgs {
             (false, Role::Draft(_)) => "-q".to_string(),
         };
         if rows > 1 {
-            format!("{name} row {}", self.row + row)
+            format!("{name} row {}", self.first_row() + row)
         } else {
             name
         }
@@ -171,18 +341,40 @@ impl InputArgs {
             Role::Draft(0) => &pairs.draft,
             Role::Draft(i) => &pairs.more_drafts[i - 1],
         };
+        let side = match role {
+            Role::Target => Side::Target,
+            Role::Draft(_) => Side::Draft,
+        };
         pairs
             .values
-            .distribution(matrix.row(row), &self.transform())
+            .distribution(matrix.row(row), &self.transform(side))
             .map_err(|source| CliError::Invalid {
                 what: self.label(role, row, pairs.rows()),
                 source,
             })
     }
 
+    /// What was read, for reports: the source, its shape, the rows
+    /// selected and what a --vocab cut dropped.
+    pub fn report(&self, pairs: &Pairs) -> InputReport {
+        InputReport {
+            source: pairs.source.clone(),
+            shape: pairs.shape.clone(),
+            first_row: self.first_row(),
+            rows: pairs.rows(),
+            vocabulary: pairs.target.cols(),
+            cut: pairs.cut.clone(),
+        }
+    }
+
     /// One problem per row: the target against `n` drafts of `scheme`
-    /// (one draft row per draft model for independent drafts).
-    pub fn problems(&self, scheme: SchemeKind, n: usize) -> Result<Vec<Problem>, CliError> {
+    /// (one draft row per draft model for independent drafts), and what
+    /// was read.
+    pub fn problems(
+        &self,
+        scheme: SchemeKind,
+        n: usize,
+    ) -> Result<(Vec<Problem>, InputReport), CliError> {
         let pairs = self.read()?;
         let draft_models = 1 + pairs.more_drafts.len();
         let independent = scheme == SchemeKind::Independent;
@@ -196,7 +388,7 @@ impl InputArgs {
                 "--scheme {scheme} takes one -q (got {draft_models}); repeat -q only with --scheme independent"
             )));
         }
-        (0..pairs.rows())
+        let problems = (0..pairs.rows())
             .map(|row| {
                 let p = self.distribution(&pairs, Role::Target, row)?;
                 let qs = (0..draft_models)
@@ -204,7 +396,7 @@ impl InputArgs {
                     .collect::<Result<Vec<_>, _>>()?;
                 let invalid = |source| CliError::Invalid {
                     what: if pairs.rows() > 1 {
-                        format!("problem row {}", self.row + row)
+                        format!("problem row {}", self.first_row() + row)
                     } else {
                         "problem".into()
                     },
@@ -213,7 +405,70 @@ impl InputArgs {
                 let drafts = DraftScheme::new(scheme, qs, n).map_err(invalid)?;
                 Problem::new(p, drafts).map_err(invalid)
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((problems, self.report(&pairs)))
+    }
+}
+
+/// What a command read: shown in its JSON as `input`, and in its table
+/// where a --vocab cut dropped probability.
+#[derive(Debug, Clone)]
+pub struct InputReport {
+    source: String,
+    /// The target array's shape as stored.
+    shape: Vec<usize>,
+    /// The number of the first row selected, which tables and CSV show.
+    pub first_row: usize,
+    /// The rows selected.
+    rows: usize,
+    /// Tokens per row after any cut or map.
+    vocabulary: usize,
+    cut: Option<VocabularyCut>,
+}
+
+impl InputReport {
+    /// `{"source", "shape", "first_row", "rows", "vocabulary",
+    /// "vocabulary_cut"}`; the cut (null without --vocab) gives each
+    /// side's largest dropped probability and its row.
+    pub fn to_json(&self) -> serde_json::Value {
+        let cut = self.cut.as_ref().map(|cut| {
+            let most = |dropped: &[f64]| {
+                let (row, mass) = VocabularyCut::most_dropped(dropped);
+                json!({"max": mass, "row": self.first_row + row})
+            };
+            json!({
+                "vocabulary": cut.vocabulary,
+                "target_dropped": most(&cut.target_dropped),
+                "draft_dropped": most(&cut.draft_dropped),
+            })
+        });
+        json!({
+            "source": self.source,
+            "shape": self.shape,
+            "first_row": self.first_row,
+            "rows": self.rows,
+            "vocabulary": self.vocabulary,
+            "vocabulary_cut": cut,
+        })
+    }
+
+    /// A line for tables saying what a --vocab cut dropped (empty
+    /// without one).
+    pub fn note(&self) -> String {
+        let Some(cut) = &self.cut else {
+            return String::new();
+        };
+        let most = |dropped: &[f64]| {
+            let (row, mass) = VocabularyCut::most_dropped(dropped);
+            format!("{} (row {})", Shown(mass), self.first_row + row)
+        };
+        format!(
+            "--vocab {}: probability beyond token {} dropped, at most {} of the target's, {} of the draft's\n",
+            cut.vocabulary,
+            cut.vocabulary,
+            most(&cut.target_dropped),
+            most(&cut.draft_dropped)
+        )
     }
 }
 

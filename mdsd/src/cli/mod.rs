@@ -18,7 +18,7 @@ use mdsd::{
 use rayon::prelude::*;
 use thiserror::Error;
 
-use input::InputArgs;
+use input::{InputArgs, InputReport};
 use output::Report;
 
 #[derive(Debug, Parser)]
@@ -71,7 +71,7 @@ pub struct ProblemArgs {
 }
 
 impl ProblemArgs {
-    fn problems(&self) -> Result<Vec<Problem>, CliError> {
+    fn problems(&self) -> Result<(Vec<Problem>, InputReport), CliError> {
         self.input.problems(self.scheme, self.n)
     }
 }
@@ -360,17 +360,18 @@ where
     solver
         .check_settings()
         .map_err(SolveError::into_setting_error)?;
-    let problems = args.problems()?;
+    let (problems, input) = args.problems()?;
     let solutions = problems
         .par_iter()
         .enumerate()
         .map(|(row, problem)| {
             solver
                 .solve(problem)
-                .map_err(|e| e.at_row(args.input.row + row))
+                .map_err(|e| e.at_row(args.input.first_row() + row))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let report = Report {
+        input: &input,
         scheme: args.scheme.name(),
         n: args.n,
         method: solver.name(),
@@ -386,9 +387,9 @@ where
         })?;
     }
     if args.json {
-        println!("{}", report.to_json());
+        output::emit(&format!("{}\n", report.to_json()))?;
     } else {
-        print!("{}", report.to_table());
+        output::emit(&report.to_table())?;
     }
     Ok(())
 }
@@ -396,10 +397,10 @@ where
 fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
     compare.mode.check()?;
     let args = &compare.problem;
-    let problems = args.problems()?;
+    let (problems, input) = args.problems()?;
     let [problem] = problems.as_slice() else {
         return Err(CliError::Usage(format!(
-            "mdsd compare takes one problem, the inputs hold {} rows (choose one with --row R --rows 1)",
+            "mdsd compare takes one problem, the inputs hold {} rows (choose one with --row R)",
             problems.len()
         )));
     };
@@ -444,12 +445,16 @@ fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
     }
     bar.finish_and_clear();
     if args.json {
-        println!("{}", output::compare_json(alpha_star, &rows));
+        output::emit(&format!(
+            "{}\n",
+            output::compare_json(&input, alpha_star, &rows)
+        ))?;
     } else {
-        print!(
-            "{}",
+        output::emit(&format!(
+            "{}{}",
+            input.note(),
             output::compare_table(args, alpha_star, compare.mode.samples, &rows)
-        );
+        ))?;
     }
     Ok(())
 }

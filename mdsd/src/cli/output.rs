@@ -4,10 +4,27 @@ use mdsd::verify::{ExactReport, SampledReport};
 use mdsd::{Plan, Status, Summary};
 use serde_json::json;
 
-use super::ProblemArgs;
+use super::input::InputReport;
+use super::{CliError, ProblemArgs};
+
+/// Writes `text` to standard output. A reader that has gone (`mdsd ... |
+/// head`) is no error: what is left has nowhere to go, and the command
+/// ends quietly.
+pub fn emit(text: &str) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::Output {
+            path: "standard output".into(),
+            message: e.to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
 
 /// The solutions of one command: every row's summary.
 pub struct Report<'a> {
+    pub input: &'a InputReport,
     pub scheme: &'a str,
     pub n: usize,
     pub method: &'a str,
@@ -39,12 +56,17 @@ impl Report<'_> {
         })
     }
 
-    /// One problem: the row object; several: `{"rows": [...]}`.
+    /// One problem: the row object with `input`; several:
+    /// `{"input": ..., "rows": [...]}`.
     pub fn to_json(&self) -> String {
-        let rows: Vec<serde_json::Value> = self.rows.iter().map(|r| self.row_json(r)).collect();
-        match rows.as_slice() {
-            [one] => one.to_string(),
-            _ => json!({ "rows": rows }).to_string(),
+        let mut rows: Vec<serde_json::Value> = self.rows.iter().map(|r| self.row_json(r)).collect();
+        let input = self.input.to_json();
+        match rows.as_mut_slice() {
+            [one] => {
+                one["input"] = input;
+                one.to_string()
+            }
+            _ => json!({ "input": input, "rows": rows }).to_string(),
         }
     }
 
@@ -61,8 +83,14 @@ impl Report<'_> {
             String::new()
         };
         let mut out = format!(
-            "scheme {}, n = {}, method {}\n{:>5}  {:>16}{acceptance}  {:>8}  H*\n",
-            self.scheme, self.n, self.method, "row", "alpha*", "|H*|"
+            "{}scheme {}, n = {}, method {}\n{:>5}  {:>16}{acceptance}  {:>8}  H*\n",
+            self.input.note(),
+            self.scheme,
+            self.n,
+            self.method,
+            "row",
+            "alpha*",
+            "|H*|"
         );
         for (i, row) in self.rows.iter().enumerate() {
             let (size, tokens) = match row.status {
@@ -93,7 +121,8 @@ impl Report<'_> {
                 String::new()
             };
             out += &format!(
-                "{i:>5}  {:>16.12}{acceptance}  {size:>8}  {tokens}\n",
+                "{:>5}  {:>16.12}{acceptance}  {size:>8}  {tokens}\n",
+                self.input.first_row + i,
                 row.alpha_star
             );
         }
@@ -164,8 +193,9 @@ impl From<&SampledReport> for ComparedRow {
     }
 }
 
-/// `mdsd compare --json`: alpha* and one entry per verifier.
-pub fn compare_json(alpha_star: f64, rows: &[ComparedRow]) -> String {
+/// `mdsd compare --json`: what was read, alpha* and one entry per
+/// verifier.
+pub fn compare_json(input: &InputReport, alpha_star: f64, rows: &[ComparedRow]) -> String {
     let verifiers: Vec<serde_json::Value> = rows
         .iter()
         .map(|r| {
@@ -177,7 +207,8 @@ pub fn compare_json(alpha_star: f64, rows: &[ComparedRow]) -> String {
             })
         })
         .collect();
-    json!({ "alpha_star": alpha_star, "verifiers": verifiers }).to_string()
+    json!({ "input": input.to_json(), "alpha_star": alpha_star, "verifiers": verifiers })
+        .to_string()
 }
 
 /// `mdsd compare`: a table of verifiers against alpha*.
