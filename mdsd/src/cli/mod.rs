@@ -62,7 +62,8 @@ pub struct ProblemArgs {
     #[arg(short = 'n', long = "num-drafts")]
     pub n: usize,
     /// Draft scheme: iid, wor (without replacement), independent, greedy
-    /// (Hu et al.), hub (SpecHub's two drafts around argmax q; n = 2).
+    /// (Hu et al.), hub (SpecHub's two drafts around argmax q; n = 2),
+    /// argmax (the most likely draft token; n = 1), top (the n most likely).
     #[arg(long, default_value = "iid")]
     pub scheme: SchemeKind,
     /// Print exactly one JSON document.
