@@ -16,7 +16,9 @@
 //! [`optimal_acceptance_greedy`] (greedy and hub drafts),
 //! [`optimal_acceptance_independent`] (exact
 //! by subsets). [`acceptance_upper_bound`] bounds any verifier by any H, and
-//! [`optimal_acceptance_batch`] runs many rows in parallel. For many n at
+//! [`optimal_acceptance_batch`] runs many rows in parallel;
+//! [`optimal_acceptance_iid_interval`] bounds alpha* where only each side's
+//! top k entries are known. For many n at
 //! once without certificates: [`optimal_acceptance_iid_many`], and
 //! [`optimal_acceptance_iid_rows`] for rows in a caller's buffer, checked
 //! in the same read of memory that buckets them.
@@ -36,6 +38,7 @@
 mod iid;
 mod independent;
 mod order;
+mod top_k;
 mod wor;
 
 use order::split_mass;
@@ -54,7 +57,10 @@ pub use iid::{
     optimal_acceptance_iid_from_buckets, ratio_bucket,
 };
 pub use independent::INDEPENDENT_SUBSET_LIMIT;
-pub use order::ascending_ratio_order;
+pub use order::{ascending_ratio_order, ratio_prefix_end};
+pub use top_k::{
+    AlphaInterval, KnownEntries, PARTIAL_SUM_TOLERANCE, optimal_acceptance_iid_interval,
+};
 pub use wor::WOR_EXACT_TUPLE_LIMIT;
 
 /// The optimal acceptance and the set H* that certifies it:
@@ -116,6 +122,10 @@ pub enum BoundError {
     TooManyTokens { size: usize, limit: usize },
     #[error("ratio-bucket {what}: {detail}")]
     BucketMasses { what: &'static str, detail: String },
+    /// A side's known entries of a partial (top-k) row are not a part of
+    /// a distribution.
+    #[error("the {side}'s known entries: {detail}")]
+    PartialRow { side: &'static str, detail: String },
     /// A row given to [`optimal_acceptance_iid_rows`] failed its check.
     #[error("the {what} row: {source}")]
     InvalidRow {
@@ -134,7 +144,7 @@ impl BoundError {
         match self {
             BoundError::Invalid(e) | BoundError::InvalidRow { source: e, .. } => e.instead(),
             BoundError::TooManyTokens { .. } => INDEPENDENT_INSTEAD,
-            BoundError::BucketMasses { .. } => &[],
+            BoundError::BucketMasses { .. } | BoundError::PartialRow { .. } => &[],
         }
     }
 }

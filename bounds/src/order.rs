@@ -24,6 +24,27 @@ pub fn ascending_ratio_order(p: &[f64], q: &[f64]) -> Vec<usize> {
     keys.into_iter().map(|key| key as u64 as usize).collect()
 }
 
+/// Where H is a prefix of [`ascending_ratio_order`], its last token and
+/// that token's p/q: H is then exactly the tokens y whose (p(y)/q(y), y) is
+/// at most (ratio, token), pairs compared first by ratio, then by id, q = 0
+/// counting as +inf. That pair certifies H in two numbers; `None` when H is
+/// empty or not such a prefix. One pass, no sort: H is a prefix iff its
+/// largest key is below the smallest key outside it.
+pub fn ratio_prefix_end(p: &[f64], q: &[f64], in_h: &[bool]) -> Option<(f64, usize)> {
+    let (mut last_in, mut first_out) = (None::<u128>, u128::MAX);
+    for (token, ((&a, &b), &inside)) in p.iter().zip(q).zip(in_h).enumerate() {
+        let key = ratio_key(ratio(a, b), token);
+        if inside {
+            last_in = Some(last_in.map_or(key, |k| k.max(key)));
+        } else {
+            first_out = first_out.min(key);
+        }
+    }
+    let last_in = last_in.filter(|&k| k < first_out)?;
+    let token = last_in as u64 as usize;
+    Some((ratio(p[token], q[token]), token))
+}
+
 /// Mass of `p` and of `q` outside each prefix `order[..k]`, k = 0..=V,
 /// summed directly from the end (never as 1 - the mass inside).
 pub(crate) fn masses_after(p: &[f64], q: &[f64], order: &[usize]) -> (Vec<f64>, Vec<f64>) {

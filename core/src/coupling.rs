@@ -1,10 +1,33 @@
 //! From an optimal accepted flow, as an LP or a max-flow solver returns it,
 //! to an exact coupling (`docs/DESIGN.md` §3) and to the certificate H* (`docs/DESIGN.md` §4).
 
-use crate::{DraftLaw, Plan};
+use crate::{CoreError, DraftLaw, Instead, Plan};
 
 /// Accepted mass per outcome: `(token in the outcome, mass)`.
 pub type Accepted = Vec<Vec<(usize, f64)>>;
+
+/// The most entries (draft sets x vocabulary) a dense [`Plan`] may hold:
+/// 2^27 f64, 1 GiB. Solvers that return a plan check this before any work.
+pub const PLAN_ENTRY_LIMIT: u128 = 1 << 27;
+
+/// Refuses a plan of `outcomes` rows of `vocab_size` entries above
+/// [`PLAN_ENTRY_LIMIT`], before it is allocated, naming what scales instead.
+pub fn check_plan_size(
+    outcomes: usize,
+    vocab_size: usize,
+    instead: Instead,
+) -> Result<(), CoreError> {
+    let size = outcomes as u128 * vocab_size as u128;
+    if size > PLAN_ENTRY_LIMIT {
+        return Err(CoreError::TooLarge {
+            what: "the dense plan (draft sets x vocabulary)",
+            size,
+            limit: PLAN_ENTRY_LIMIT,
+            instead,
+        });
+    }
+    Ok(())
+}
 
 /// Turns accepted mass a(x, y) (y in outcome x), feasible only to a
 /// solver's tolerance, into a plan whose marginals hold to round-off:

@@ -37,7 +37,9 @@ pub use context::{
     ContextIndependent, ContextModel, MarkovModel, PositionalRows, check_depth, check_tokens,
     draft_paths,
 };
-pub use coupling::{Accepted, complete_plan, min_cut_certificate};
+pub use coupling::{
+    Accepted, PLAN_ENTRY_LIMIT, check_plan_size, complete_plan, min_cut_certificate,
+};
 pub use distribution::{CheckedChunks, Distribution, ProbabilityRow, SUM_TOLERANCE, Transform};
 pub use error::{CoreError, Instead, Method};
 pub use problem::{Plan, Problem};

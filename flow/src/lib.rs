@@ -41,7 +41,7 @@ use std::time::Instant;
 use mdsd_bounds::{Bound, BoundError, ascending_ratio_order, optimal_acceptance};
 use mdsd_core::{
     Accepted, CoreError, Count, DraftLaw, Instead, Method, Plan, Problem, SchemeKind, Solution,
-    Solve, Summary, complete_plan, min_cut_certificate,
+    Solve, Summary, check_plan_size, complete_plan, min_cut_certificate,
 };
 use thiserror::Error;
 
@@ -230,9 +230,10 @@ impl FlowSolver {
         problem: &Problem,
         sets: DraftLaw,
     ) -> Result<(f64, Plan, Vec<usize>), FlowError> {
+        let p = problem.target().probs();
+        check_plan_size(sets.len(), p.len(), Instead(FLOW_INSTEAD))?;
         let certificate = self.optimum(problem)?.certificate;
         let in_h = problem.indicator(&certificate)?;
-        let p = problem.target().probs();
         let masked = |inside: bool| -> Vec<f64> {
             p.iter()
                 .zip(&in_h)
@@ -331,6 +332,7 @@ fn run(
 /// One network over all sets: alpha*, the plan, and H* from its minimum cut.
 fn solve_whole(problem: &Problem, sets: DraftLaw) -> Result<(f64, Plan, Vec<usize>), FlowError> {
     let p = problem.target().probs();
+    check_plan_size(sets.len(), p.len(), Instead(FLOW_INSTEAD))?;
     let (rows, tokens) = arcs(&sets, p, |_| true, |_| true);
     let mut accepted = vec![Vec::new(); sets.len()];
     let alpha = run(&sets, &rows, &tokens, p, &mut accepted);

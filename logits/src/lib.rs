@@ -46,5 +46,5 @@ pub use read::{
     read_safetensors_pairs,
 };
 pub use rows::{Layout, Matrix, Pairs, RowSelection, Values};
-pub use sample::{SAMPLE_NAME, builtin_sample};
+pub use sample::{SAMPLE_BYTES, SAMPLE_NAME, builtin_sample};
 pub use vocabulary::{DraftVocabMap, TRUNCATION_TOLERANCE, VocabularyCut, VocabularyOptions};

@@ -2,6 +2,9 @@
 
 use crate::{LogitsError, Pairs, ReadOptions, read_safetensors_pairs};
 
+/// The built-in sample's file as compiled in (what a report hashes).
+pub const SAMPLE_BYTES: &[u8] = SAMPLE;
+
 /// 32 rows (0, 32, ..., 992) of `../shared/data`'s sparse Qwen2.5-Coder
 /// 1.5B / 0.5B pairs: top-1024 tokens of max(p, q) plus one lumped tail
 /// symbol, 394 KB. Made by `scripts/make_fixtures.py`.

@@ -46,7 +46,7 @@ use std::time::Instant;
 
 use mdsd_core::{
     Accepted, CoreError, Count, DraftLaw, DraftScheme, Instead, Method, Plan, Problem, Solution,
-    Solve, Summary, complete_plan, min_cut_certificate, token_set,
+    Solve, Summary, check_plan_size, complete_plan, min_cut_certificate, token_set,
 };
 use thiserror::Error;
 
@@ -262,6 +262,9 @@ impl LpSolver {
         if count > self.max_variables as u128 {
             return Err(self.too_large(count));
         }
+        // The plan holds a row per tuple (full) or per set (relaxed, no
+        // more sets than tuples): refused here, before the LP is built.
+        check_plan_size(count as usize, problem.vocab_size(), Instead(LP_INSTEAD))?;
         Ok(problem.drafts())
     }
 

@@ -47,6 +47,7 @@ fn toy_json_has_the_test_vector_values() {
         ("gbv", 131.0 / 81.0),
         ("lp", 131.0 / 81.0),
     ];
+    assert!(doc["note"].is_null(), "-p/-q laws need no note");
     for (name, want) in expected {
         let m = method(&doc, name);
         let got = m["expected_accepted"].as_f64().unwrap();
@@ -138,6 +139,24 @@ fn data_rows_as_positional_laws() {
     let report = sampled_block(&model, verifier.as_ref(), 2, 3, 3000, 7).unwrap();
     let got = method(&doc, "gbv")["expected_accepted"].as_f64().unwrap();
     assert_eq!(got, report.expected_accepted);
+    // The rows are a context model, not the models on their own drafts:
+    // said in JSON and under the table.
+    assert!(
+        doc["note"]
+            .as_str()
+            .unwrap()
+            .contains("not conditioned on the drafted prefix")
+    );
+    let gbv = method(&doc, "gbv");
+    assert_eq!(gbv["tau_law"].as_array().unwrap().len(), 3);
+    assert_eq!(gbv["depth_acceptance"].as_array().unwrap().len(), 2);
+    assert!(gbv["standard_error"].as_f64().unwrap() > 0.0);
+    let table = mdsd(&[&args[..], &sampling[..sampling.len() - 1]].concat());
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        text.contains("P(tau = d)") && text.contains("not conditioned"),
+        "{text}"
+    );
     let exact = mdsd(&args);
     assert!(
         String::from_utf8(exact.stderr)

@@ -60,7 +60,72 @@ fn readme_example_json_shape() {
     assert_eq!(doc["scheme"], "iid");
     assert_eq!(doc["n"], 2);
     assert_eq!(doc["method"], "bound");
-    assert_eq!(doc["certificate"], serde_json::json!([1, 2]));
+    assert_eq!(doc["certificate"]["size"], 2);
+    assert!((doc["certificate"]["p_mass"].as_f64().unwrap() - 0.5).abs() < 1e-12);
+    assert_eq!(
+        doc["certificate"]["ratio_prefix_end"],
+        serde_json::json!({"ratio": 1.0, "token": 1})
+    );
+    assert!(doc["certificate"].get("tokens").is_none(), "{doc}");
+}
+
+/// The compact certificate of a full-vocabulary row is checkable: the
+/// tokens whose (p/q, id) is at most its pair are exactly the ids
+/// `--certificate full` lists, and they hold the p(H*) it states.
+#[test]
+fn compact_certificate_defines_the_full_one() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/qwen-coder-dense-8rows.npz");
+    let path = data.to_str().unwrap();
+    let base = ["bound", "--data", path, "--rows", "3", "-n", "4", "--json"];
+    let compact = json(&base);
+    let full = json(&[&base[..], &["--certificate", "full"]].concat());
+    let pairs = mdsd::logits::read_pairs(&data, &Default::default()).unwrap();
+    let law = |row: &[f64]| match pairs.values {
+        mdsd::logits::Values::Logits => Distribution::from_logits(row, 1.0).unwrap(),
+        mdsd::logits::Values::Probabilities => Distribution::from_probs(row.to_vec()).unwrap(),
+    };
+    for (r, (c, f)) in compact["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(full["rows"].as_array().unwrap())
+        .enumerate()
+    {
+        let (c, f) = (&c["certificate"], &f["certificate"]);
+        let tokens: Vec<usize> = f["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_u64().unwrap() as usize)
+            .collect();
+        assert_eq!(
+            c["size"].as_u64().unwrap() as usize,
+            tokens.len(),
+            "row {r}"
+        );
+        let end = &c["ratio_prefix_end"];
+        let (ratio, token) = (
+            end["ratio"].as_f64().unwrap(),
+            end["token"].as_u64().unwrap() as usize,
+        );
+        let (p, q) = (law(pairs.target.row(r)), law(pairs.draft.row(r)));
+        let defined: Vec<usize> = (0..p.len())
+            .filter(|&y| {
+                let ratio_y = if q.prob(y) > 0.0 {
+                    p.prob(y) / q.prob(y)
+                } else {
+                    f64::INFINITY
+                };
+                (ratio_y, y) <= (ratio, token)
+            })
+            .collect();
+        assert_eq!(defined, tokens, "row {r}");
+        let p_mass: f64 = tokens.iter().map(|&y| p.prob(y)).sum();
+        assert!(
+            (c["p_mass"].as_f64().unwrap() - p_mass).abs() < 1e-12,
+            "row {r}"
+        );
+    }
 }
 
 #[test]
@@ -204,7 +269,7 @@ fn real_rows_at_full_vocabulary_match_the_library() {
                 .unwrap();
         assert!((row["alpha_star"].as_f64().unwrap() - expected.alpha_star).abs() < 1e-12);
         assert_eq!(
-            row["certificate"].as_array().unwrap().len(),
+            row["certificate"]["size"].as_u64().unwrap() as usize,
             expected.certificate.len()
         );
     }
@@ -546,10 +611,12 @@ fn compare_rates_verifiers_exactly() {
         ]
     );
     for v in verifiers {
-        assert_eq!(v.as_object().unwrap().len(), 4);
+        assert_eq!(v.as_object().unwrap().len(), 5);
         assert!(v["max_marginal_error"].as_f64().unwrap() < 1e-12, "{v}");
         assert!(v["chi2_p_value"].is_null());
+        assert!(v["acceptance_interval_99"].is_null(), "exact: no interval");
     }
+    assert_eq!(doc["skipped"], serde_json::json!([]));
     let by_name = |name: &str| {
         verifiers.iter().find(|v| v["name"] == name).unwrap()["acceptance"]
             .as_f64()
@@ -688,7 +755,7 @@ fn solve_convex_reports_its_run() {
     assert!((0.86 - 1e-9..=0.86 + 1e-12).contains(&acceptance), "{doc}");
     assert!((doc["alpha_star"].as_f64().unwrap() - 0.86).abs() < 1e-12);
     assert_eq!(doc["method"], "convex");
-    assert_eq!(doc["certificate"], serde_json::json!([1, 2]));
+    assert_eq!(doc["certificate"]["size"], 2);
     assert_eq!(doc["status"], "converged");
     assert!(doc["iterations"].as_u64().is_some());
     assert!(doc["elapsed_ms"].as_f64().unwrap() >= 0.0);
@@ -723,4 +790,66 @@ fn solve_convex_reports_its_run() {
         );
         assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     }
+}
+
+/// Sampling at full vocabulary with the default verifiers: a verifier that
+/// cannot be built at this size (optimal-flow's dense plan would take
+/// 184 GB for greedy drafts) is named as skipped with its reason, the
+/// others run, each with a 99% interval around its sampled acceptance.
+#[test]
+fn compare_samples_at_full_vocabulary_skip_what_cannot_run() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/qwen-coder-dense-8rows.npz");
+    let data = data.to_str().unwrap();
+    let compare = |scheme, draws| {
+        [
+            "compare",
+            "--data",
+            data,
+            "--row",
+            "0",
+            "-n",
+            "2",
+            "--scheme",
+            scheme,
+            "--samples",
+            draws,
+        ]
+    };
+    for scheme in ["iid", "greedy", "hub"] {
+        let args = compare(scheme, "2000");
+        let doc = json(&[&args[..], &["--json"]].concat());
+        let skipped = doc["skipped"].as_array().unwrap();
+        assert!(
+            skipped.iter().any(|s| s["verifier"] == "optimal-flow"
+                && s["reason"].as_str().unwrap().contains("above the")),
+            "{scheme}: {doc}"
+        );
+        let verifiers = doc["verifiers"].as_array().unwrap();
+        assert!(verifiers.len() >= 2, "{scheme}: {doc}");
+        for v in verifiers {
+            let interval = v["acceptance_interval_99"].as_array().unwrap();
+            let (lo, hi) = (interval[0].as_f64().unwrap(), interval[1].as_f64().unwrap());
+            let acceptance = v["acceptance"].as_f64().unwrap();
+            assert!(lo <= acceptance && acceptance <= hi, "{scheme}: {v}");
+        }
+        let table = mdsd(&args);
+        assert!(table.status.success());
+        let text = String::from_utf8(table.stdout).unwrap();
+        assert!(text.contains("skipped optimal-flow at this size"), "{text}");
+        assert!(text.contains("99% interval"), "{text}");
+    }
+    // Asked for by name, it is an error naming what scales instead.
+    let out = mdsd(
+        &[
+            &compare("greedy", "100")[..],
+            &["--verifiers", "optimal-flow"],
+        ]
+        .concat(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("dense plan") && stderr.contains("convex"),
+        "{stderr}"
+    );
 }

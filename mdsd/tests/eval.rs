@@ -42,7 +42,7 @@ fn bound_mean(p: &str, q: &str, scheme: &str, n: u64) -> f64 {
 #[test]
 fn the_builtin_sample_report_has_the_documented_shape() {
     let doc = json(&["eval", "--json"]);
-    assert_eq!(doc["rows"], 32);
+    assert_eq!(doc["input"]["rows"], 32);
     let aggregate = doc["aggregate"].as_array().unwrap();
     assert_eq!(
         aggregate.len(),
@@ -111,9 +111,14 @@ fn the_table_and_the_out_directory() {
     );
     let csv = std::fs::read_to_string(out_dir.join("verifiers.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 4 * 2);
+    assert!(
+        csv.starts_with(
+            "row,verifier,scheme,n,acceptance,method,interval_99_low,interval_99_high\n"
+        )
+    );
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("eval.json")).unwrap()).unwrap();
-    assert_eq!(doc["rows"], 4);
+    assert_eq!(doc["input"]["rows"], 4);
 }
 
 #[test]
@@ -131,7 +136,7 @@ fn aggregate_matches_per_row_bound_on_a_data_file() {
         "none",
         "--json",
     ]);
-    assert_eq!(doc["rows"], 3);
+    assert_eq!(doc["input"]["rows"], 3);
     for (scheme, n) in [("iid", 2), ("iid", 3), ("wor", 2), ("greedy", 3)] {
         let want = bound_mean(p, q, scheme, n);
         assert!(
@@ -163,7 +168,7 @@ fn aggregate_matches_per_row_bound_on_shared_data() {
         "none",
         "--json",
     ]);
-    assert_eq!(doc["rows"], 64);
+    assert_eq!(doc["input"]["rows"], 64);
     for (scheme, n) in [("iid", 2), ("iid", 4), ("greedy", 4)] {
         let want = bound_mean(p, q, scheme, n);
         assert!(
@@ -199,7 +204,7 @@ fn gpu_backend_matches_the_cpu_or_falls_back_with_a_warning() {
     let cpu = json(&args);
     let gpu = json(&[&args[..], &["--backend", "gpu"]].concat());
     if std::env::var("MDSD_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-        assert_eq!(gpu["backend"], "gpu");
+        assert_eq!(gpu["settings"]["backend"], "gpu");
     }
     for scheme in ["iid", "wor"] {
         for n in [1, 2, 4, 8] {
@@ -221,7 +226,7 @@ fn gpu_backend_matches_the_cpu_or_falls_back_with_a_warning() {
         "{stderr}"
     );
     let fallback: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(fallback["backend"], "cpu");
+    assert_eq!(fallback["settings"]["backend"], "cpu");
     assert_eq!(fallback["aggregate"], cpu["aggregate"]);
 }
 
@@ -300,4 +305,95 @@ fn a_failing_row_is_reported_and_the_others_go_on() {
     let out = mdsd(&strict);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs at least 2 tokens"));
+}
+
+/// eval.json names what it was made from and with (data hash, rows,
+/// schemes, n, transforms, verifiers, draws, seed, version), holds every
+/// row's values, and gives each sampled figure its 99% interval.
+#[test]
+fn eval_json_records_settings_per_row_values_and_intervals() {
+    let doc = json(&[
+        "eval",
+        "--rows",
+        "3",
+        "--n",
+        "1,2",
+        "--verifiers",
+        "specinfer,khisti",
+        "--samples",
+        "4000",
+        "--seed",
+        "7",
+        "--draft-top-k",
+        "50",
+        "--json",
+    ]);
+    let settings = &doc["settings"];
+    let hash = settings["data_sha256"].as_str().unwrap();
+    assert!(
+        hash.len() == 64 && hash.chars().all(|c| c.is_ascii_hexdigit()),
+        "{hash}"
+    );
+    assert_eq!(settings["rows"], 3);
+    assert_eq!(settings["n"], serde_json::json!([1, 2]));
+    assert_eq!(settings["samples"], 4000);
+    assert_eq!(settings["seed"], 7);
+    assert_eq!(settings["transforms"]["draft"]["top_k"], 50);
+    assert!(settings["transforms"]["target"]["top_k"].is_null());
+    assert_eq!(
+        settings["verifiers"],
+        serde_json::json!(["specinfer", "khisti"])
+    );
+    assert!(settings["mdsd_version"].as_str().is_some());
+    let per_row = doc["per_row"].as_array().unwrap();
+    assert_eq!(per_row.len(), 3);
+    // The means are the means of the rows' values.
+    for (j, n) in [1u64, 2].iter().enumerate() {
+        let mean: f64 = per_row
+            .iter()
+            .map(|r| r["alpha_star"]["wor"][j].as_f64().unwrap())
+            .sum::<f64>()
+            / 3.0;
+        assert!((mean - mean_alpha(&doc, "wor", *n)).abs() < 1e-12);
+    }
+    for r in per_row {
+        for (name, sampled) in [("specinfer", false), ("khisti", true)] {
+            for value in r["verifiers"][name].as_array().unwrap() {
+                let a = value["acceptance"].as_f64().unwrap();
+                if sampled {
+                    let i = value["interval_99"].as_array().unwrap();
+                    let (lo, hi) = (i[0].as_f64().unwrap(), i[1].as_f64().unwrap());
+                    assert!(lo <= a && a <= hi && hi - lo < 0.1, "{value}");
+                } else {
+                    assert!(value["interval_99"].is_null(), "{value}");
+                }
+            }
+        }
+    }
+    for v in doc["verifiers"].as_array().unwrap() {
+        let mean = v["mean_acceptance"].as_f64().unwrap();
+        match v["method"].as_str().unwrap() {
+            "sampled" => {
+                let i = v["mean_acceptance_interval_99"].as_array().unwrap();
+                assert!(
+                    i[0].as_f64().unwrap() <= mean && mean <= i[1].as_f64().unwrap(),
+                    "{v}"
+                );
+            }
+            _ => assert!(v["mean_acceptance_interval_99"].is_null(), "{v}"),
+        }
+    }
+    // The same data hashes the same; another selection of it too (the
+    // hash is of the file, the rows are in `rows`).
+    let again = json(&[
+        "eval",
+        "--rows",
+        "2",
+        "--n",
+        "1",
+        "--verifiers",
+        "none",
+        "--json",
+    ]);
+    assert_eq!(again["settings"]["data_sha256"], settings["data_sha256"]);
 }

@@ -180,6 +180,10 @@ pub enum VerifyError {
     DraftCount { expected: usize, found: usize },
     #[error("a draft path has {found} tokens; the block depth is {expected}")]
     PathLength { expected: usize, found: usize },
+    #[error(
+        "a block verifier output {found} tokens; a block of depth L outputs 1 to L + 1 = {most}"
+    )]
+    BlockOutputLength { most: usize, found: usize },
     #[error("draft token {token} is out of range for a vocabulary of {vocab_size}")]
     TokenOutOfRange { token: usize, vocab_size: usize },
     #[error("drafts {0:?} have probability 0 under this draft scheme")]

@@ -188,6 +188,32 @@ fn sampling_agrees_with_exact_enumeration() {
             exact.expected_accepted
         );
         assert!(sampled.first_token_p_value.unwrap() > 1e-4, "{name}");
+        // The law of tau: exact, a law whose mean is E(tau); sampled, each
+        // P(tau = d) within 4.5 of its standard errors of the exact one.
+        assert_eq!(exact.tau_law.len(), 3, "{name}: d = 0..=L");
+        assert!(
+            (exact.tau_law.iter().sum::<f64>() - 1.0).abs() < EXACT,
+            "{name}"
+        );
+        let mean: f64 = (exact.tau_law.iter().enumerate())
+            .map(|(d, p)| d as f64 * p)
+            .sum();
+        assert!((mean - exact.expected_accepted).abs() < EXACT, "{name}");
+        for (d, (&s, &e)) in sampled.tau_law.iter().zip(&exact.tau_law).enumerate() {
+            let se = (e * (1.0 - e) / 40_000.0).sqrt();
+            assert!(
+                (s - e).abs() <= 4.5 * se + 1e-12,
+                "{name} P(tau = {d}): {s} vs {e}"
+            );
+        }
+        // Acceptance per depth from the law: P(tau >= d) / P(tau >= d - 1).
+        let at_least = |d: usize| exact.tau_law[d..].iter().sum::<f64>();
+        for (d, &a) in exact.depth_acceptance().iter().enumerate() {
+            assert!(
+                (a - at_least(d + 1) / at_least(d)).abs() < EXACT,
+                "{name} depth {d}"
+            );
+        }
     }
 }
 

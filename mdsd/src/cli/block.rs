@@ -74,6 +74,7 @@ pub fn run(args: &BlockArgs) -> Result<(), CliError> {
                 samples: None,
                 standard_error: None,
                 first_token_p_value: None,
+                tau_law: Vec::new(),
             }
         } else {
             let verifier = prepare_block(name, model, args.depth)?;
@@ -95,13 +96,24 @@ pub fn run(args: &BlockArgs) -> Result<(), CliError> {
         });
     }
     bar.finish_and_clear();
+    let note = args.input.is_data().then_some(UNCONDITIONED);
     if args.json {
-        output::emit(&format!("{}\n", to_json(&reports)))?;
+        output::emit(&format!("{}\n", to_json(&reports, note)))?;
     } else {
-        output::emit(&to_table(args, model.vocab_size(), &reports))?;
+        let table = to_table(args, model.vocab_size(), &reports);
+        output::emit(&format!(
+            "{table}{}",
+            note.map_or(String::new(), |n| format!("note: {n}\n"))
+        ))?;
     }
     Ok(())
 }
+
+/// What --data rows are and are not, said wherever they are used.
+const UNCONDITIONED: &str = "--data rows are next-token laws recorded along the text, not \
+     conditioned on the drafted prefix: row d is the law after the text's d tokens, whatever \
+     the draft proposed, so these figures are those of a context model, not of the two models \
+     on their own drafts (that needs live models)";
 
 /// The context model from -p/-q, --markov or --data.
 fn context_model(args: &BlockArgs) -> Result<Box<dyn ContextModel>, CliError> {
@@ -153,8 +165,18 @@ fn context_model(args: &BlockArgs) -> Result<Box<dyn ContextModel>, CliError> {
     ))
 }
 
-/// `{"methods": [{"name", "expected_accepted", "block_efficiency", "max_law_error"}]}`.
-fn to_json(reports: &[BlockReport]) -> String {
+/// `{"methods": [{"name", "expected_accepted", "block_efficiency",
+/// "max_law_error", "samples", "standard_error", "first_token_p_value",
+/// "tau_law", "depth_acceptance"}], "note"}`: the law of tau is P(tau = d)
+/// for d = 0..=L, the acceptance at depth d is P(tau >= d | tau >= d - 1).
+fn to_json(reports: &[BlockReport], note: Option<&str>) -> String {
+    let finite = |x: f64| {
+        if x.is_finite() {
+            json!(x)
+        } else {
+            serde_json::Value::Null
+        }
+    };
     let methods: Vec<serde_json::Value> = reports
         .iter()
         .map(|r| {
@@ -163,10 +185,15 @@ fn to_json(reports: &[BlockReport]) -> String {
                 "expected_accepted": r.expected_accepted,
                 "block_efficiency": r.block_efficiency,
                 "max_law_error": r.max_law_error,
+                "samples": r.samples,
+                "standard_error": r.standard_error,
+                "first_token_p_value": r.first_token_p_value,
+                "tau_law": r.tau_law,
+                "depth_acceptance": r.depth_acceptance().into_iter().map(finite).collect::<Vec<_>>(),
             })
         })
         .collect();
-    json!({ "methods": methods }).to_string()
+    json!({ "methods": methods, "note": note }).to_string()
 }
 
 fn to_table(args: &BlockArgs, vocab_size: usize, reports: &[BlockReport]) -> String {
@@ -196,6 +223,27 @@ fn to_table(args: &BlockArgs, vocab_size: usize, reports: &[BlockReport]) -> Str
             cell(r.standard_error),
             cell(check)
         );
+    }
+    // The law of tau and the acceptance per depth, for tree budgeting.
+    let depths: String = (0..=args.depth)
+        .map(|d| format!("{:>9}", format!("d={d}")))
+        .collect();
+    out += &format!("\n{:<24}{depths}\n", "P(tau = d)");
+    let shown = |x: f64| {
+        if x.is_finite() {
+            format!("{x:>9.6}")
+        } else {
+            format!("{:>9}", "-")
+        }
+    };
+    for r in reports.iter().filter(|r| !r.tau_law.is_empty()) {
+        let law: String = r.tau_law.iter().map(|&x| shown(x)).collect();
+        out += &format!("{:<24}{law}\n", r.name);
+    }
+    out += &format!("\n{:<24}{}\n", "P(tau >= d | tau >= d-1)", &depths[9..]);
+    for r in reports.iter().filter(|r| !r.tau_law.is_empty()) {
+        let acceptance: String = r.depth_acceptance().into_iter().map(shown).collect();
+        out += &format!("{:<24}{acceptance}\n", r.name);
     }
     out
 }

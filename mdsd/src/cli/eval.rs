@@ -216,7 +216,31 @@ struct VerifierResult {
     scheme: SchemeKind,
     method: &'static str,
     acceptance: Matrix,
+    /// Per row and n, the Wilson 99% interval of a sampled acceptance
+    /// (NaN where the acceptance is exact or the row failed).
+    interval_low: Matrix,
+    interval_high: Matrix,
 }
+
+impl VerifierResult {
+    /// The 99% half-width of the mean of column `j` over the rows that
+    /// did not fail, where the acceptances are sampled: each row's
+    /// variance a (1 - a) / draws, the rows independent, a normal interval
+    /// of the mean. `None` for exact acceptances.
+    fn mean_half_width(&self, j: usize, draws: u64) -> Option<f64> {
+        if self.method != "sampled" {
+            return None;
+        }
+        let values: Vec<f64> = (self.acceptance.iter_rows().map(|row| row[j]))
+            .filter(|x| !x.is_nan())
+            .collect();
+        let variance: f64 = values.iter().map(|a| a * (1.0 - a) / draws as f64).sum();
+        Some(Z_99 * variance.sqrt() / values.len() as f64)
+    }
+}
+
+/// The normal quantile of a two-sided 99% interval.
+const Z_99: f64 = 2.575_829_303_548_901;
 
 pub fn run(args: &EvalArgs) -> Result<(), CliError> {
     let usage = |m: String| CliError::Usage(m);
@@ -340,10 +364,14 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
     let failures = failures.into_first_per_row();
 
     let input = args.input.report(&pairs);
+    let settings = Settings {
+        args,
+        data_sha256: args.input.data_sha256()?,
+        backend: backend.name(),
+    };
     let document = report_json(
-        &pairs,
+        &settings,
         &input,
-        backend.name(),
         &args.ns,
         &schemes,
         &verifier_results,
@@ -358,14 +386,15 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
             &args.ns,
             &schemes,
             &verifier_results,
+            args.samples,
         ))?;
         output::emit(&failures_note(&failures))?;
     }
     if let Some(dir) = &args.out {
         write_outputs(
             dir,
-            &pairs,
-            input.first_row,
+            &settings,
+            &input,
             &args.ns,
             &schemes,
             &verifier_results,
@@ -461,7 +490,8 @@ fn rate_verifier(
     progress: &ProgressBar,
     failures: &Failures,
 ) -> Result<VerifierResult, CliError> {
-    let rows: Vec<Result<Vec<(f64, bool)>, CliError>> = (0..data.target.rows())
+    type Rated = (f64, Option<(f64, f64)>);
+    let rows: Vec<Result<Vec<Rated>, CliError>> = (0..data.target.rows())
         .into_par_iter()
         .map(|r| {
             let row = failures.first_row + r;
@@ -472,7 +502,7 @@ fn rate_verifier(
                     let acceptance = match kind.exact_acceptance(&problem, convex) {
                         Some(acceptance) => {
                             progress.inc(args.samples);
-                            (acceptance?, true)
+                            (acceptance?, None)
                         }
                         None => {
                             let verifier = kind.prepare(&problem)?;
@@ -483,7 +513,7 @@ fn rate_verifier(
                                 args.seed.wrapping_add(r as u64),
                                 &|done| progress.inc(done),
                             )?;
-                            (report.acceptance, false)
+                            (report.acceptance, Some(report.acceptance_interval))
                         }
                     };
                     Ok(acceptance)
@@ -491,7 +521,18 @@ fn rate_verifier(
                 .collect()
         })
         .collect();
-    let exact = (rows.iter().flatten().flatten()).all(|&(_, exact)| exact);
+    let exact = (rows.iter().flatten().flatten()).all(|(_, interval)| interval.is_none());
+    let width = args.ns.len();
+    let bounds = |end: fn((f64, f64)) -> f64| -> Result<Matrix, CliError> {
+        let values: Vec<Vec<f64>> = (rows.iter())
+            .map(|row| match row {
+                Ok(row) => (row.iter()).map(|(_, i)| i.map_or(f64::NAN, end)).collect(),
+                Err(_) => vec![f64::NAN; width],
+            })
+            .collect();
+        Ok(Matrix::from_rows(&values)?)
+    };
+    let (interval_low, interval_high) = (bounds(|i| i.0)?, bounds(|i| i.1)?);
     let acceptance = rows
         .into_iter()
         .map(|row| row.map(|row| row.iter().map(|&(a, _)| a).collect()))
@@ -500,7 +541,9 @@ fn rate_verifier(
         kind,
         scheme,
         method: if exact { "exact" } else { "sampled" },
-        acceptance: failures.gather(kind.name(), args.ns.len(), acceptance)?,
+        acceptance: failures.gather(kind.name(), width, acceptance)?,
+        interval_low,
+        interval_high,
     })
 }
 
@@ -523,20 +566,98 @@ fn describe(pairs: &Pairs) -> String {
     format!("{} ({} rows, {layout})", pairs.source, pairs.rows())
 }
 
+/// A JSON number, or null for NaN (a failed row; an exact acceptance's
+/// interval).
+fn number(x: f64) -> serde_json::Value {
+    if x.is_nan() {
+        serde_json::Value::Null
+    } else {
+        json!(x)
+    }
+}
+
+/// The settings a report was made with, so that a figure in a paper can be
+/// traced to its data (by hash) and remade.
+struct Settings<'a> {
+    args: &'a EvalArgs,
+    data_sha256: String,
+    backend: &'a str,
+}
+
+impl Settings<'_> {
+    /// A plot's title: the data, the rows, and the settings that change
+    /// the numbers (transforms per side, draws of sampled verifiers).
+    fn title(&self, input: &InputReport) -> String {
+        let args = self.args;
+        let transform = |side: Side| {
+            let t = args.input.transform(side);
+            let mut parts = Vec::new();
+            if let Some(x) = t.temperature {
+                parts.push(format!("T={x}"));
+            }
+            if let Some(k) = t.top_k {
+                parts.push(format!("top-k={k}"));
+            }
+            if let Some(x) = t.top_p {
+                parts.push(format!("top-p={x}"));
+            }
+            if parts.is_empty() {
+                "as given".to_string()
+            } else {
+                parts.join(" ")
+            }
+        };
+        format!(
+            "{}, rows {}..{}; target {}, draft {}; {} draws per sampled point",
+            input.source,
+            input.first_row,
+            input.first_row + input.rows,
+            transform(Side::Target),
+            transform(Side::Draft),
+            args.samples
+        )
+    }
+
+    fn to_json(&self, input: &InputReport) -> serde_json::Value {
+        let args = self.args;
+        let transform = |side| {
+            let t = args.input.transform(side);
+            json!({"temperature": t.temperature, "top_k": t.top_k, "top_p": t.top_p})
+        };
+        json!({
+            "data": input.source,
+            "data_sha256": self.data_sha256,
+            "first_row": input.first_row,
+            "rows": input.rows,
+            "schemes": args.schemes.iter().map(|s| s.name()).collect::<Vec<_>>(),
+            "n": args.ns,
+            "transforms": {"target": transform(Side::Target), "draft": transform(Side::Draft)},
+            "verifiers": args.verifiers,
+            "samples": args.samples,
+            "seed": args.seed,
+            "backend": self.backend,
+            "mdsd_version": env!("CARGO_PKG_VERSION"),
+        })
+    }
+}
+
+/// The whole report as one document: settings, means (with the 99%
+/// interval of sampled ones), and every row's values under the keys every
+/// command uses (`alpha_star`, `acceptance`).
 fn report_json(
-    pairs: &Pairs,
+    settings: &Settings,
     input: &InputReport,
-    backend: &str,
     ns: &[usize],
     schemes: &[SchemeResult],
     verifiers: &[VerifierResult],
     failures: &[Failure],
 ) -> serde_json::Value {
+    let samples = settings.args.samples;
     let aggregate: Vec<_> = schemes
         .iter()
         .flat_map(|s| {
             ns.iter().enumerate().map(move |(j, &n)| {
-                json!({"scheme": s.scheme.name(), "n": n, "mean_alpha_star": column_mean(&s.alpha, j)})
+                json!({"scheme": s.scheme.name(), "n": n, "mean_alpha_star": number(column_mean(&s.alpha, j))})
             })
         })
         .collect();
@@ -544,23 +665,48 @@ fn report_json(
         .iter()
         .flat_map(|v| {
             ns.iter().enumerate().map(move |(j, &n)| {
+                let mean = column_mean(&v.acceptance, j);
                 json!({
                     "name": v.kind.name(),
                     "scheme": v.scheme.name(),
                     "n": n,
-                    "mean_acceptance": column_mean(&v.acceptance, j),
+                    "mean_acceptance": number(mean),
+                    "mean_acceptance_interval_99": v
+                        .mean_half_width(j, samples)
+                        .map(|h| [mean - h, mean + h]),
                     "method": v.method,
                 })
             })
         })
         .collect();
+    let per_row: Vec<_> = (0..input.rows)
+        .map(|r| {
+            let alpha_star: serde_json::Map<String, serde_json::Value> = (schemes.iter())
+                .map(|s| (s.scheme.name().to_string(), json!(s.alpha.row(r).iter().map(|&x| number(x)).collect::<Vec<_>>())))
+                .collect();
+            let acceptance: serde_json::Map<String, serde_json::Value> = (verifiers.iter())
+                .map(|v| {
+                    let values: Vec<_> = (0..ns.len())
+                        .map(|j| {
+                            let (lo, hi) = (v.interval_low.row(r)[j], v.interval_high.row(r)[j]);
+                            json!({
+                                "acceptance": number(v.acceptance.row(r)[j]),
+                                "interval_99": if lo.is_nan() { serde_json::Value::Null } else { json!([lo, hi]) },
+                            })
+                        })
+                        .collect();
+                    (v.kind.name().to_string(), json!(values))
+                })
+                .collect();
+            json!({"row": input.first_row + r, "alpha_star": alpha_star, "verifiers": acceptance})
+        })
+        .collect();
     json!({
-        "source": pairs.source,
+        "settings": settings.to_json(input),
         "input": input.to_json(),
-        "backend": backend,
-        "rows": pairs.rows(),
         "aggregate": aggregate,
         "verifiers": rated,
+        "per_row": per_row,
         "failed_rows": failures.len(),
         "failures": failures
             .iter()
@@ -575,6 +721,7 @@ fn report_table(
     ns: &[usize],
     schemes: &[SchemeResult],
     verifiers: &[VerifierResult],
+    samples: u64,
 ) -> String {
     use std::fmt::Write;
     let mut out = String::new();
@@ -616,6 +763,22 @@ fn report_table(
                 .collect();
             let label = format!("{} ({}, {})", v.kind, v.scheme.name(), v.method);
             let _ = writeln!(out, "{label:<28}{means}");
+            if v.method == "sampled" {
+                let widths: String = (0..ns.len())
+                    .map(|j| {
+                        let h = v.mean_half_width(j, samples).unwrap_or(f64::NAN);
+                        format!(
+                            "{:>9}",
+                            if h.is_nan() {
+                                "-".into()
+                            } else {
+                                format!("±{h:.1e}")
+                            }
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(out, "{:<28}{widths}", "  99% interval of the mean");
+            }
         }
     }
     out
@@ -625,8 +788,8 @@ fn report_table(
 /// `first_row`, as in the file) and the plots.
 fn write_outputs(
     dir: &Path,
-    pairs: &Pairs,
-    first_row: usize,
+    settings: &Settings,
+    input: &InputReport,
     ns: &[usize],
     schemes: &[SchemeResult],
     verifiers: &[VerifierResult],
@@ -646,11 +809,11 @@ fn write_outputs(
     write("eval.json", format!("{document:#}\n"))?;
     let mut alpha = String::from("row,scheme,n,alpha_star\n");
     for s in schemes {
-        for r in 0..pairs.rows() {
+        for r in 0..input.rows {
             for (j, n) in ns.iter().enumerate() {
                 alpha += &format!(
                     "{},{},{n},{:.12}\n",
-                    first_row + r,
+                    input.first_row + r,
                     s.scheme.name(),
                     s.alpha.row(r)[j]
                 );
@@ -658,17 +821,28 @@ fn write_outputs(
         }
     }
     write("alpha.csv", alpha)?;
-    let mut rated = String::from("row,verifier,scheme,n,acceptance,method\n");
+    let mut rated =
+        String::from("row,verifier,scheme,n,acceptance,method,interval_99_low,interval_99_high\n");
+    // Exact acceptances have no interval: empty cells.
+    let cell = |x: f64| {
+        if x.is_nan() {
+            String::new()
+        } else {
+            format!("{x:.12}")
+        }
+    };
     for v in verifiers {
-        for r in 0..pairs.rows() {
+        for r in 0..input.rows {
             for (j, n) in ns.iter().enumerate() {
                 rated += &format!(
-                    "{},{},{},{n},{:.12},{}\n",
-                    first_row + r,
+                    "{},{},{},{n},{:.12},{},{},{}\n",
+                    input.first_row + r,
                     v.kind,
                     v.scheme.name(),
                     v.acceptance.row(r)[j],
-                    v.method
+                    v.method,
+                    cell(v.interval_low.row(r)[j]),
+                    cell(v.interval_high.row(r)[j]),
                 );
             }
         }
@@ -680,14 +854,23 @@ fn write_outputs(
             label: format!("alpha* {}", s.scheme.name()),
             points: means(ns, &s.alpha),
             dashed: false,
+            half_widths: None,
         })
         .collect();
     series.extend(verifiers.iter().map(|v| plot::Series {
-        label: format!("{} ({})", v.kind, v.scheme.name()),
+        label: format!("{} ({}, {})", v.kind, v.scheme.name(), v.method),
         points: means(ns, &v.acceptance),
         dashed: true,
+        half_widths: (v.method == "sampled").then(|| {
+            (0..ns.len())
+                .map(|j| {
+                    v.mean_half_width(j, settings.args.samples)
+                        .unwrap_or(f64::NAN)
+                })
+                .collect()
+        }),
     }));
-    let title = format!("Mean acceptance over {} rows", pairs.rows());
+    let title = settings.title(input);
     for name in ["acceptance.png", "acceptance.svg"] {
         let path = dir.join(name);
         plot::draw(&path, &title, &series).map_err(|message| CliError::Output {

@@ -248,6 +248,58 @@ impl InputArgs {
         self.target.is_some() || !self.drafts.is_empty() || self.data.is_some()
     }
 
+    /// SHA-256 (hex) of what the rows were read from, for a report to
+    /// name its data: the bytes of --data (a directory's files in name
+    /// order, each hashed with its name), of each -p/-q file, or the text of
+    /// an inline -p/-q; the built-in sample's file without inputs.
+    pub fn data_sha256(&self) -> Result<String, CliError> {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        let hash_file = |path: &std::path::Path, hasher: &mut Sha256| {
+            let mut file = std::fs::File::open(path)?;
+            std::io::copy(&mut file, hasher).map(drop)
+        };
+        let io = |path: &std::path::Path| {
+            let path = path.display().to_string();
+            move |e: std::io::Error| CliError::Output {
+                path: format!("the input {path}, to hash it"),
+                message: e.to_string(),
+            }
+        };
+        if let Some(data) = &self.data {
+            if data.is_dir() {
+                let mut files: Vec<_> = std::fs::read_dir(data)
+                    .map_err(io(data))?
+                    .filter_map(|entry| entry.ok().map(|e| e.path()))
+                    .filter(|path| path.is_file())
+                    .collect();
+                files.sort();
+                for file in files {
+                    hasher.update(file.file_name().unwrap_or_default().as_encoded_bytes());
+                    hash_file(&file, &mut hasher).map_err(io(&file))?;
+                }
+            } else {
+                hash_file(data, &mut hasher).map_err(io(data))?;
+            }
+        } else if self.given() {
+            for argument in self.target.iter().chain(&self.drafts) {
+                let path = std::path::Path::new(argument);
+                if path.is_file() {
+                    hash_file(path, &mut hasher).map_err(io(path))?;
+                } else {
+                    hasher.update(argument.as_encoded_bytes());
+                }
+            }
+        } else {
+            hasher.update(mdsd::logits::SAMPLE_BYTES);
+        }
+        Ok(hasher
+            .finalize()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect())
+    }
+
     /// The rows of --data or of -p/-q, unselected.
     pub fn read_all(&self) -> Result<Pairs, CliError> {
         let options = self.read_options();
@@ -414,13 +466,13 @@ impl InputArgs {
 /// where a --vocab cut dropped probability.
 #[derive(Debug, Clone)]
 pub struct InputReport {
-    source: String,
+    pub source: String,
     /// The target array's shape as stored.
     shape: Vec<usize>,
     /// The number of the first row selected, which tables and CSV show.
     pub first_row: usize,
     /// The rows selected.
-    rows: usize,
+    pub rows: usize,
     /// Tokens per row after any cut or map.
     vocabulary: usize,
     cut: Option<VocabularyCut>,

@@ -69,6 +69,17 @@ pub struct ProblemArgs {
     /// Print exactly one JSON document.
     #[arg(long)]
     json: bool,
+    /// How JSON gives H* (bound, solve): compact (its size, p(H*) and, for
+    /// a prefix of the ascending-p/q order, the (p/q, token) that ends it)
+    /// or full (the ids as well).
+    #[arg(long, value_enum, default_value_t = CertificateArg::Compact)]
+    certificate: CertificateArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CertificateArg {
+    Compact,
+    Full,
 }
 
 impl ProblemArgs {
@@ -345,6 +356,26 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     }
 }
 
+/// What the JSON says of H*: size, p(H*), and for i.i.d. and
+/// without-replacement drafts, whose optimal sets are ratio prefixes
+/// (`docs/DESIGN.md` §3), the pair that ends the prefix when H* is one.
+fn certificate(problem: &Problem, tokens: &[usize]) -> output::Certificate {
+    let p = problem.target().probs();
+    let ratio_prefix_end = match problem.drafts().kind() {
+        SchemeKind::Iid | SchemeKind::WithoutReplacement => {
+            problem.indicator(tokens).ok().and_then(|in_h| {
+                mdsd::bounds::ratio_prefix_end(p, problem.drafts().drafts()[0].probs(), &in_h)
+            })
+        }
+        _ => None,
+    };
+    output::Certificate {
+        size: tokens.len(),
+        p_mass: tokens.iter().map(|&y| p[y]).sum(),
+        ratio_prefix_end,
+    }
+}
+
 /// Every row's problem by one solver, on rayon's pool, reported as a
 /// table or JSON; with `plan`, the solutions' plans written to the path,
 /// their outcomes named as the second element says (tuples or sets).
@@ -371,12 +402,20 @@ where
                 .map_err(|e| e.at_row(args.input.first_row() + row))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let rows: Vec<&mdsd::Summary> = solutions.iter().map(|s| s.summary()).collect();
+    let certificates = problems
+        .iter()
+        .zip(&rows)
+        .map(|(problem, summary)| certificate(problem, &summary.certificate))
+        .collect();
     let report = Report {
         input: &input,
         scheme: args.scheme.name(),
         n: args.n,
         method: solver.name(),
-        rows: solutions.iter().map(|s| s.summary()).collect(),
+        rows,
+        certificates,
+        full_certificates: args.certificate == CertificateArg::Full,
     };
     if let Some((path, drafts_as)) = plan {
         let plans: Vec<_> = solutions.iter().filter_map(Solution::plan).collect();
@@ -418,17 +457,43 @@ fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
             .map(|name| name.parse())
             .collect::<Result<_, _>>()?
     };
+    mdsd::verify::check_verifier_drafts(problem.drafts().n())?;
     let alpha_star = mdsd::verify::alpha_star(problem)?;
-    let mut rows = Vec::with_capacity(kinds.len());
+    // A verifier of the default set that cannot be built at this size (its
+    // refusal names what scales instead) is left out and named; one the
+    // user asked for is an error.
+    let mut verifiers = Vec::with_capacity(kinds.len());
+    let mut skipped = Vec::new();
+    for kind in kinds {
+        match kind.prepare(problem) {
+            Ok(verifier) => verifiers.push(verifier),
+            Err(e) if compare.verifiers.is_empty() && !e.instead().is_empty() => {
+                skipped.push(output::Skipped {
+                    verifier: kind.name(),
+                    reason: e.to_string(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if verifiers.is_empty() {
+        let reasons: Vec<String> = (skipped.iter())
+            .map(|s| format!("{}: {}", s.verifier, s.reason))
+            .collect();
+        return Err(CliError::Usage(format!(
+            "no verifier can run on this problem ({})",
+            reasons.join("; ")
+        )));
+    }
+    let mut rows = Vec::with_capacity(verifiers.len());
     // Sampling can run long (--samples is the user's to choose): a bar
     // with its ETA on a terminal.
     let draws = compare.mode.samples.unwrap_or(0);
     let bar = progress_bar(
-        draws.saturating_mul(kinds.len() as u64),
+        draws.saturating_mul(verifiers.len() as u64),
         args.json || draws == 0,
     );
-    for kind in kinds {
-        let verifier = kind.prepare(problem)?;
+    for verifier in &verifiers {
         rows.push(match compare.mode.samples {
             Some(draws) => output::ComparedRow::from(&mdsd::verify::sampled_with_progress(
                 problem,
@@ -448,13 +513,13 @@ fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
     if args.json {
         output::emit(&format!(
             "{}\n",
-            output::compare_json(&input, alpha_star, &rows)
+            output::compare_json(&input, alpha_star, &rows, &skipped)
         ))?;
     } else {
         output::emit(&format!(
             "{}{}",
             input.note(),
-            output::compare_table(args, alpha_star, compare.mode.samples, &rows)
+            output::compare_table(args, alpha_star, compare.mode.samples, &rows, &skipped)
         ))?;
     }
     Ok(())

@@ -22,26 +22,53 @@ pub fn emit(text: &str) -> Result<(), CliError> {
     }
 }
 
-/// The solutions of one command: every row's summary.
+/// The solutions of one command: every row's summary, and what its JSON
+/// says of each H*.
 pub struct Report<'a> {
     pub input: &'a InputReport,
     pub scheme: &'a str,
     pub n: usize,
     pub method: &'a str,
     pub rows: Vec<&'a Summary>,
+    pub certificates: Vec<Certificate>,
+    /// `--certificate full`: the ids of H* as well.
+    pub full_certificates: bool,
+}
+
+/// What a JSON row says of H*: checkable without its ids (which run to
+/// 150k at full vocabulary). Its size, p(H*), and where H* is a prefix of
+/// the ascending-p/q order (`mdsd_bounds::ratio_prefix_end`), the pair
+/// (p/q, token) that ends it: H* is every token whose (p/q, id) is at most
+/// that pair, ties broken by ascending id.
+pub struct Certificate {
+    pub size: usize,
+    pub p_mass: f64,
+    pub ratio_prefix_end: Option<(f64, usize)>,
 }
 
 /// Certificates longer than this are elided in tables (JSON has them whole).
 const SHOWN_TOKENS: usize = 8;
 
 impl Report<'_> {
-    /// One row as JSON: `alpha_star`, `acceptance`, `certificate` (null
-    /// when no certificate verified), `status`, `iterations`, `elapsed_ms`,
+    /// One row as JSON: `alpha_star`, `acceptance`, `certificate` (a
+    /// [`Certificate`], null when none verified), `status`, `iterations`, `elapsed_ms`,
     /// with the scheme, n and method.
-    fn row_json(&self, summary: &Summary) -> serde_json::Value {
+    fn row_json(&self, summary: &Summary, certificate: &Certificate) -> serde_json::Value {
         let certificate = match summary.status {
             Status::CertificateUnverified => serde_json::Value::Null,
-            _ => json!(summary.certificate),
+            _ => {
+                let mut compact = json!({
+                    "size": certificate.size,
+                    "p_mass": certificate.p_mass,
+                    "ratio_prefix_end": certificate
+                        .ratio_prefix_end
+                        .map(|(ratio, token)| json!({ "ratio": ratio, "token": token })),
+                });
+                if self.full_certificates {
+                    compact["tokens"] = json!(summary.certificate);
+                }
+                compact
+            }
         };
         json!({
             "alpha_star": summary.alpha_star,
@@ -59,7 +86,12 @@ impl Report<'_> {
     /// One problem: the row object with `input`; several:
     /// `{"input": ..., "rows": [...]}`.
     pub fn to_json(&self) -> String {
-        let mut rows: Vec<serde_json::Value> = self.rows.iter().map(|r| self.row_json(r)).collect();
+        let mut rows: Vec<serde_json::Value> = self
+            .rows
+            .iter()
+            .zip(&self.certificates)
+            .map(|(r, c)| self.row_json(r, c))
+            .collect();
         let input = self.input.to_json();
         match rows.as_mut_slice() {
             [one] => {
@@ -167,6 +199,8 @@ pub fn plans_json(report: &Report, drafts_as: &str, plans: &[&Plan]) -> String {
 pub struct ComparedRow {
     name: String,
     acceptance: f64,
+    /// The 99% interval of a sampled acceptance.
+    interval: Option<(f64, f64)>,
     max_marginal_error: Option<f64>,
     chi2_p_value: Option<f64>,
 }
@@ -176,6 +210,7 @@ impl From<&ExactReport> for ComparedRow {
         Self {
             name: r.name.clone(),
             acceptance: r.acceptance,
+            interval: None,
             max_marginal_error: Some(r.max_marginal_error.max(r.max_law_error)),
             chi2_p_value: None,
         }
@@ -187,6 +222,7 @@ impl From<&SampledReport> for ComparedRow {
         Self {
             name: r.name.clone(),
             acceptance: r.acceptance,
+            interval: Some(r.acceptance_interval),
             max_marginal_error: None,
             chi2_p_value: Some(r.chi2_p_value),
         }
@@ -195,20 +231,41 @@ impl From<&SampledReport> for ComparedRow {
 
 /// `mdsd compare --json`: what was read, alpha* and one entry per
 /// verifier.
-pub fn compare_json(input: &InputReport, alpha_star: f64, rows: &[ComparedRow]) -> String {
+/// A verifier of the default set left out of a report, and why.
+pub struct Skipped {
+    pub verifier: &'static str,
+    pub reason: String,
+}
+
+pub fn compare_json(
+    input: &InputReport,
+    alpha_star: f64,
+    rows: &[ComparedRow],
+    skipped: &[Skipped],
+) -> String {
     let verifiers: Vec<serde_json::Value> = rows
         .iter()
         .map(|r| {
             json!({
                 "name": r.name,
                 "acceptance": r.acceptance,
+                "acceptance_interval_99": r.interval.map(|(lo, hi)| [lo, hi]),
                 "max_marginal_error": r.max_marginal_error,
                 "chi2_p_value": r.chi2_p_value,
             })
         })
         .collect();
-    json!({ "input": input.to_json(), "alpha_star": alpha_star, "verifiers": verifiers })
-        .to_string()
+    let skipped: Vec<serde_json::Value> = skipped
+        .iter()
+        .map(|s| json!({ "verifier": s.verifier, "reason": s.reason }))
+        .collect();
+    json!({
+        "input": input.to_json(),
+        "alpha_star": alpha_star,
+        "verifiers": verifiers,
+        "skipped": skipped,
+    })
+    .to_string()
 }
 
 /// `mdsd compare`: a table of verifiers against alpha*.
@@ -217,31 +274,55 @@ pub fn compare_table(
     alpha_star: f64,
     samples: Option<u64>,
     rows: &[ComparedRow],
+    skipped: &[Skipped],
 ) -> String {
     let mode = match samples {
         Some(draws) => format!("{draws} draws"),
         None => "exact enumeration".into(),
     };
     let mut out = format!(
-        "scheme {}, n = {}, {mode}; alpha* = {alpha_star:.12}\n{:<14}  {:>14}  {:>14}  {:>14}  {:>12}\n",
+        "scheme {}, n = {}, {mode}; alpha* = {alpha_star:.12}\n{:<14}  {:>14}  {:>25}  {:>15}  {:>14}  {:>12}\n",
         args.scheme.name(),
         args.n,
         "verifier",
         "acceptance",
+        "99% interval",
         "gap to alpha*",
         "max |out - p|",
         "chi2 p"
     );
     let cell = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3e}"));
+    let mut within = false;
     for r in rows {
+        let interval = r
+            .interval
+            .map_or("-".to_string(), |(lo, hi)| format!("[{lo:.6}, {hi:.6}]"));
+        // A sampled acceptance above alpha* whose interval holds alpha* is
+        // noise, not a verifier beating the optimum: marked, not bare.
+        let noise = r.interval.is_some_and(|(lo, hi)| {
+            r.acceptance > alpha_star && lo <= alpha_star && alpha_star <= hi
+        });
+        within |= noise;
+        let gap = format!(
+            "{:.3e}{}",
+            alpha_star - r.acceptance,
+            if noise { " *" } else { "" }
+        );
         out += &format!(
-            "{:<14}  {:>14.12}  {:>14.3e}  {:>14}  {:>12}\n",
+            "{:<14}  {:>14.12}  {:>25}  {:>15}  {:>14}  {:>12}\n",
             r.name,
             r.acceptance,
-            alpha_star - r.acceptance,
+            interval,
+            gap,
             cell(r.max_marginal_error),
             cell(r.chi2_p_value)
         );
+    }
+    if within {
+        out += "* above alpha* by less than the sampling error: alpha* lies in the 99% interval\n";
+    }
+    for s in skipped {
+        out += &format!("skipped {} at this size: {}\n", s.verifier, s.reason);
     }
     out
 }

@@ -32,6 +32,32 @@ pub struct BlockReport {
     /// Sampled mode: the chi-square p-value of the first output token
     /// against p(. | empty prefix) (small means lossy).
     pub first_token_p_value: Option<f64>,
+    /// The law of tau: `tau_law[d]` = P(tau = d), d = 0..=L (exact, or the
+    /// fraction of sampled blocks); what tree-budgeting methods such as
+    /// Sequoia consume. Empty where a method gives E(tau) alone (the LP).
+    pub tau_law: Vec<f64>,
+}
+
+impl BlockReport {
+    /// The acceptance at each depth d = 1..=L: P(tau >= d | tau >= d - 1),
+    /// from the law of tau (NaN where no block reached depth d - 1).
+    pub fn depth_acceptance(&self) -> Vec<f64> {
+        let mut reached: Vec<f64> = self
+            .tau_law
+            .iter()
+            .rev()
+            .scan(0.0, |tail, &p| {
+                *tail += p;
+                Some(*tail)
+            })
+            .collect();
+        reached.reverse();
+        // reached[d] = P(tau >= d).
+        reached
+            .windows(2)
+            .map(|w| if w[0] > 0.0 { w[1] / w[0] } else { f64::NAN })
+            .collect()
+    }
 }
 
 /// Exact mode: enumerates every ordered K-tuple of draft paths of `depth`
@@ -74,13 +100,16 @@ pub fn exact_block(
     }
     let mut outputs: HashMap<Vec<usize>, f64> = HashMap::new();
     let mut expected_accepted = 0.0;
+    let mut tau_law = vec![0.0; depth + 1];
     let mut index = vec![0; paths];
     loop {
         let tuple: Vec<Vec<usize>> = index.iter().map(|&i| drafts[i].0.clone()).collect();
         let prob: f64 = index.iter().map(|&i| drafts[i].1).product();
         for (seq, w) in verifier.law(&tuple)? {
             mdsd_core::check_tokens(&seq, model.vocab_size())?;
+            check_output_length(&seq, depth)?;
             expected_accepted += prob * w * (seq.len() - 1) as f64;
+            tau_law[seq.len() - 1] += prob * w;
             *outputs.entry(seq).or_default() += prob * w;
         }
         // The next tuple, odometer order.
@@ -111,7 +140,20 @@ pub fn exact_block(
         samples: None,
         standard_error: None,
         first_token_p_value: None,
+        tau_law,
     })
+}
+
+/// A block of depth L outputs its accepted drafts and one more token: 1 to
+/// L + 1 tokens.
+fn check_output_length(output: &[usize], depth: usize) -> Result<(), VerifyError> {
+    if output.is_empty() || output.len() > depth + 1 {
+        return Err(VerifyError::BlockOutputLength {
+            most: depth + 1,
+            found: output.len(),
+        });
+    }
+    Ok(())
 }
 
 /// Adds `mass` times the target's law of the continuations of `seq` to
@@ -214,33 +256,37 @@ pub fn sampled_block_with_progress(
     }
     let sampler = PathSampler::new(model, depth)?;
     let chunks = samples.div_ceil(CHUNK);
-    let (sum, sum_squares, first_tokens) = (0..chunks)
+    let (sum, sum_squares, first_tokens, tau_counts) = (0..chunks)
         .into_par_iter()
         .map(|chunk| {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             rng.set_stream(chunk);
             let (mut sum, mut sum_squares) = (0.0, 0.0);
             let mut first_tokens: HashMap<usize, u64> = HashMap::new();
+            let mut tau_counts = vec![0u64; depth + 1];
             let task = CHUNK.min(samples - chunk * CHUNK);
             for _ in 0..task {
                 let drafts = sampler.sample(paths, &mut rng);
                 let out = verifier.sample(&drafts, &mut rng)?;
                 mdsd_core::check_tokens(&out, model.vocab_size())?;
+                check_output_length(&out, depth)?;
+                tau_counts[out.len() - 1] += 1;
                 let tau = (out.len() - 1) as f64;
                 sum += tau;
                 sum_squares += tau * tau;
                 *first_tokens.entry(out[0]).or_default() += 1;
             }
             progress(task);
-            Ok::<_, VerifyError>((sum, sum_squares, first_tokens))
+            Ok::<_, VerifyError>((sum, sum_squares, first_tokens, tau_counts))
         })
         .try_reduce(
-            || (0.0, 0.0, HashMap::new()),
-            |(a, b, mut c), (x, y, z)| {
+            || (0.0, 0.0, HashMap::new(), vec![0u64; depth + 1]),
+            |(a, b, mut c, mut d), (x, y, z, w)| {
                 for (token, count) in z {
                     *c.entry(token).or_default() += count;
                 }
-                Ok((a + x, b + y, c))
+                d.iter_mut().zip(w).for_each(|(d, w)| *d += w);
+                Ok((a + x, b + y, c, d))
             },
         )?;
     let n = samples as f64;
@@ -256,5 +302,6 @@ pub fn sampled_block_with_progress(
         samples: Some(samples),
         standard_error: Some((variance / n).sqrt()),
         first_token_p_value: Some(p_value),
+        tau_law: tau_counts.iter().map(|&c| c as f64 / n).collect(),
     })
 }
