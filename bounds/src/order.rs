@@ -31,20 +31,25 @@ pub fn ascending_ratio_order(p: &[f64], q: &[f64]) -> Vec<usize> {
 /// empty or not such a prefix. One pass, no sort: H is a prefix iff its
 /// largest key is below the smallest key outside it.
 pub fn ratio_prefix_end(p: &[f64], q: &[f64], in_h: &[bool]) -> Option<(f64, usize)> {
-    let (mut last_in, mut first_out) = (None::<u128>, u128::MAX);
+    // One pass in token order: the greatest (ratio, id) inside, whose id
+    // is the last seen at its ratio, and the least outside, the first seen.
+    let (mut last_in, mut first_out) = (None::<(f64, usize)>, None::<(f64, usize)>);
     for (token, ((&a, &b), &inside)) in p.iter().zip(q).zip(in_h).enumerate() {
-        let key = ratio_key(ratio(a, b), token);
+        let r = ratio(a, b).abs();
         if inside {
-            last_in = Some(last_in.map_or(key, |k| k.max(key)));
-        } else {
-            first_out = first_out.min(key);
+            if last_in.is_none_or(|(best, _)| r >= best) {
+                last_in = Some((r, token));
+            }
+        } else if first_out.is_none_or(|(least, _)| r < least) {
+            first_out = Some((r, token));
         }
     }
-    let last_in = last_in.filter(|&k| k < first_out)?;
-    let token = last_in as u64 as usize;
-    Some((ratio(p[token], q[token]), token))
+    let (r, token) = last_in?;
+    match first_out {
+        Some((least, first)) if (least, first) < (r, token) => None,
+        _ => Some((ratio(p[token], q[token]), token)),
+    }
 }
-
 /// Mass of `p` and of `q` outside each prefix `order[..k]`, k = 0..=V,
 /// summed directly from the end (never as 1 - the mass inside).
 pub(crate) fn masses_after(p: &[f64], q: &[f64], order: &[usize]) -> (Vec<f64>, Vec<f64>) {
@@ -70,4 +75,36 @@ pub(crate) fn split_mass(x: &[f64], in_set: &[bool]) -> (f64, f64) {
                 (inside, outside + v)
             }
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pair that ends a prefix, ties by id, q = 0 last; none for a set
+    /// that is no prefix.
+    #[test]
+    fn prefix_ends() {
+        let p = [0.1, 0.2, 0.3, 0.4];
+        let q = [0.2, 0.2, 0.6, 0.0];
+        // Ratios 0.5, 1, 0.5, inf: the order is 0, 2, 1, 3.
+        let set = |ids: &[usize]| (0..4).map(|t| ids.contains(&t)).collect::<Vec<_>>();
+        assert_eq!(ratio_prefix_end(&p, &q, &set(&[0])), Some((0.5, 0)));
+        assert_eq!(ratio_prefix_end(&p, &q, &set(&[0, 2])), Some((0.5, 2)));
+        assert_eq!(ratio_prefix_end(&p, &q, &set(&[0, 1, 2])), Some((1.0, 1)));
+        assert_eq!(
+            ratio_prefix_end(&p, &q, &set(&[0, 1, 2, 3])),
+            Some((f64::INFINITY, 3))
+        );
+        // Token 2 ties token 0 but comes after it: {2} is no prefix.
+        assert_eq!(ratio_prefix_end(&p, &q, &set(&[2])), None);
+        assert_eq!(ratio_prefix_end(&p, &q, &set(&[0, 1])), None);
+        assert_eq!(ratio_prefix_end(&p, &q, &set(&[])), None);
+        // Every prefix of the order ends at its last token.
+        let order = ascending_ratio_order(&p, &q);
+        for k in 1..=4 {
+            let end = ratio_prefix_end(&p, &q, &set(&order[..k])).unwrap();
+            assert_eq!(end.1, order[k - 1]);
+        }
+    }
 }

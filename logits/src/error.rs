@@ -122,6 +122,17 @@ pub enum LogitsError {
         row: usize,
         value: f64,
     },
+    #[error("{path}: array `{array}`, row {row}: {message}")]
+    TopKEntry {
+        path: String,
+        array: String,
+        row: usize,
+        message: String,
+    },
+    #[error(
+        "{path} holds only each side's top-k entries ({found}): alpha* of such rows is an          interval, which `mdsd bound` and `mdsd eval` give for iid drafts"
+    )]
+    TopKOnly { path: String, found: String },
     #[error(
         "item {position} ({item:?}) is not a number; expected a comma-separated list, \
          a .npy or a .json file"

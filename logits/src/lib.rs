@@ -32,9 +32,12 @@
 mod backend;
 mod error;
 mod gpu;
+mod npy;
 mod read;
 mod rows;
 mod sample;
+mod stream;
+mod top_k;
 mod vocabulary;
 
 pub use backend::{Backend, CpuBackend};
@@ -47,4 +50,6 @@ pub use read::{
 };
 pub use rows::{Layout, Matrix, Pairs, RowSelection, Values};
 pub use sample::{SAMPLE_BYTES, SAMPLE_NAME, builtin_sample};
+pub use stream::RowReader;
+pub use top_k::{TopKRow, TopKRows, read_top_k};
 pub use vocabulary::{DraftVocabMap, TRUNCATION_TOLERANCE, VocabularyCut, VocabularyOptions};

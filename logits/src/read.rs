@@ -18,6 +18,7 @@ use safetensors::{Dtype, SafeTensors};
 
 use mdsd_core::{ProbabilityRow, SUM_TOLERANCE};
 
+use crate::npy::{npy_descriptor, npy_integers, numpy_dtype_name};
 use crate::vocabulary::{aligned, check_vocabularies};
 use crate::{Layout, LogitsError, Matrix, Pairs, Values, VocabularyOptions};
 
@@ -280,14 +281,22 @@ pub struct ReadOptions {
 /// `.safetensors` file with `ids`, `p`, `q`, `p_tail` and `q_tail` is the
 /// sparse-with-tail format (rows of K + 1 symbols).
 pub fn read_pairs(path: impl AsRef<Path>, options: &ReadOptions) -> Result<Pairs, LogitsError> {
-    let path = path.as_ref();
+    with_arrays(path.as_ref(), |arrays| assemble(arrays, options))
+}
+
+/// Opens a data file (or directory of `.npy` files) as named arrays and
+/// hands them to `read`.
+pub(crate) fn with_arrays<T>(
+    path: &Path,
+    read: impl FnOnce(&mut dyn Arrays) -> Result<T, LogitsError>,
+) -> Result<T, LogitsError> {
     let shown = path.display().to_string();
     let io = |source| LogitsError::Io {
         path: shown.clone(),
         source,
     };
     if path.is_dir() {
-        return assemble(&mut NpyDirectory::open(path, &shown)?, options);
+        return read(&mut NpyDirectory::open(path, &shown)?);
     }
     let extension = path
         .extension()
@@ -296,11 +305,11 @@ pub fn read_pairs(path: impl AsRef<Path>, options: &ReadOptions) -> Result<Pairs
     match extension.as_deref() {
         Some("npz") => {
             let bytes = fs::read(path).map_err(io)?;
-            assemble(&mut Npz::open(bytes, &shown)?, options)
+            read(&mut Npz::open(bytes, &shown)?)
         }
         Some("safetensors") => {
             let bytes = fs::read(path).map_err(io)?;
-            read_safetensors_pairs(&bytes, &shown, options)
+            read(&mut Safetensors::open(&bytes, &shown)?)
         }
         _ => Err(LogitsError::Format {
             path: shown,
@@ -319,44 +328,107 @@ pub fn read_safetensors_pairs(
     source: &str,
     options: &ReadOptions,
 ) -> Result<Pairs, LogitsError> {
-    let tensors = SafeTensors::deserialize(bytes).map_err(|e| LogitsError::Format {
-        path: source.to_string(),
-        format: "safetensors",
-        message: e.to_string(),
-    })?;
-    assemble(
-        &mut Safetensors {
-            bytes,
-            tensors,
-            path: source.to_string(),
-        },
-        options,
-    )
+    assemble(&mut Safetensors::open(bytes, source)?, options)
+}
+
+/// The float types rows are stored in, little-endian, as `.safetensors`
+/// files and `.npy` windows hold them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Element {
+    F16,
+    BF16,
+    F32,
+    F64,
+}
+
+impl Element {
+    pub(crate) fn bytes(self) -> usize {
+        match self {
+            Element::F16 | Element::BF16 => 2,
+            Element::F32 => 4,
+            Element::F64 => 8,
+        }
+    }
+
+    pub(crate) fn float(self) -> FloatType {
+        match self {
+            Element::F16 => FloatType::Float16,
+            Element::BF16 => FloatType::BFloat16,
+            Element::F32 => FloatType::Float32,
+            Element::F64 => FloatType::Float64,
+        }
+    }
+
+    /// Little-endian values to f64.
+    pub(crate) fn decode(self, bytes: &[u8], out: &mut Vec<f64>) {
+        match self {
+            Element::F16 => out.extend(
+                bytes
+                    .chunks_exact(2)
+                    .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f64()),
+            ),
+            Element::BF16 => out.extend(
+                bytes
+                    .chunks_exact(2)
+                    .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f64()),
+            ),
+            Element::F32 => out.extend(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+            ),
+            Element::F64 => out.extend(
+                bytes
+                    .chunks_exact(8)
+                    .map(|b| f64::from_le_bytes(b.try_into().expect("chunks of 8 bytes"))),
+            ),
+        }
+    }
 }
 
 /// An array as read: shape and values in f64, and the type they were
 /// stored in.
-struct Array {
-    name: String,
-    shape: Vec<usize>,
-    data: Vec<f64>,
-    float: FloatType,
+pub(crate) struct Array {
+    pub(crate) name: String,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) data: Vec<f64>,
+    pub(crate) float: FloatType,
+}
+
+/// Whether a file's array names are those of rows of top-k entries
+/// (`crate::top_k`): per-side ids, or shared ids without the sparse
+/// format's tails.
+pub(crate) fn is_top_k(names: &[String]) -> bool {
+    let has = |name: &str| names.iter().any(|n| n == name);
+    (has("p_ids") && has("q_ids")) || (has("ids") && !has("p_tail") && !has("q_tail"))
 }
 
 /// A file (or directory) of named arrays.
-trait Arrays {
+pub(crate) trait Arrays {
     fn path(&self) -> &str;
     fn names(&self) -> Vec<String>;
     fn shape(&mut self, name: &str) -> Result<Vec<usize>, LogitsError>;
     fn floats(&mut self, name: &str) -> Result<Array, LogitsError>;
+    /// An integer array (token ids): shape and values, whichever of int32,
+    /// int64, uint32, uint64 it is stored as.
+    fn integers(&mut self, name: &str) -> Result<(Vec<usize>, Vec<i128>), LogitsError>;
     /// A header entry, for formats that have them.
     fn metadata(&self, _key: &str) -> Option<String> {
         None
     }
 }
 
-fn assemble(arrays: &mut dyn Arrays, options: &ReadOptions) -> Result<Pairs, LogitsError> {
+pub(crate) fn assemble(
+    arrays: &mut dyn Arrays,
+    options: &ReadOptions,
+) -> Result<Pairs, LogitsError> {
     let names = arrays.names();
+    if is_top_k(&names) {
+        return Err(LogitsError::TopKOnly {
+            path: arrays.path().to_string(),
+            found: names.join(", "),
+        });
+    }
     let sparse = ["ids", "p", "q", "p_tail", "q_tail"]
         .iter()
         .all(|n| names.iter().any(|m| m == n));
@@ -450,6 +522,28 @@ fn check_row_count(path: &str, target: &Matrix, draft: &Matrix) -> Result<(), Lo
     Ok(())
 }
 
+/// The sum of a row and whether every entry lies in [0, 1], in one pass
+/// with eight independent accumulators: one running sum is a chain of V
+/// dependent additions, and this way the pass vectorises.
+fn sum_and_range(values: &[f64]) -> (f64, bool) {
+    const LANES: usize = 8;
+    let (mut sums, mut inside) = ([0.0; LANES], [true; LANES]);
+    let mut chunks = values.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for lane in 0..LANES {
+            sums[lane] += chunk[lane];
+            // Compares, not min/max, whose NaN rules keep a loop scalar; a
+            // NaN fails both.
+            inside[lane] &= chunk[lane] >= 0.0 && chunk[lane] <= 1.0;
+        }
+    }
+    for (lane, &x) in chunks.remainder().iter().enumerate() {
+        sums[lane] += x;
+        inside[lane] &= (0.0..=1.0).contains(&x);
+    }
+    (sums.iter().sum(), inside.iter().all(|&i| i))
+}
+
 /// Logits when any value lies outside [0, 1] (NaN included, which the
 /// softmax then reports by index); probabilities otherwise.
 fn detect(matrices: [&Matrix; 2]) -> Values {
@@ -475,12 +569,16 @@ fn renormalised(
 ) -> Result<Matrix, LogitsError> {
     let (rows, cols) = (matrix.rows(), matrix.cols());
     let tolerance = float.sum_tolerance(cols);
-    let mut data = Vec::with_capacity(rows * cols);
-    for (row, values) in matrix.iter_rows().enumerate() {
-        let sum: f64 = values.iter().sum();
-        if let Some((index, &value)) =
-            (values.iter().enumerate()).find(|(_, x)| !(0.0..=1.0).contains(*x))
-        {
+    // In place: the rows are this reader's own, and a second copy of a
+    // window is what a bounded-memory read cannot afford.
+    let mut data = matrix.into_data();
+    for (row, values) in data.chunks_exact_mut(cols.max(1)).enumerate() {
+        let (sum, inside) = sum_and_range(values);
+        // Only a row with an entry outside [0, 1] is searched for it.
+        let offender = (!inside)
+            .then(|| (values.iter().enumerate()).find(|(_, x)| !(0.0..=1.0).contains(*x)))
+            .flatten();
+        if let Some((index, &value)) = offender {
             return Err(LogitsError::NotProbability {
                 path: path.to_string(),
                 array: array.to_string(),
@@ -499,7 +597,7 @@ fn renormalised(
                 float,
             });
         }
-        data.extend(values.iter().map(|x| x / sum));
+        values.iter_mut().for_each(|x| *x /= sum);
     }
     Matrix::new(rows, cols, data)
 }
@@ -660,30 +758,6 @@ fn npy_floats(bytes: &[u8], name: &str, path: &str) -> Result<Array, LogitsError
     })
 }
 
-/// A `.npy` header's dtype descriptor, such as `<f4`.
-pub(crate) fn npy_descriptor(header: &Header) -> String {
-    match &header.type_descriptor {
-        PyValue::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// numpy's name for a descriptor such as `<i4`, for messages.
-fn numpy_dtype_name(descriptor: &str) -> String {
-    let kind = match descriptor.get(1..2) {
-        Some("i") => "int",
-        Some("u") => "uint",
-        Some("f") => "float",
-        Some("b") => "bool",
-        Some("c") => "complex",
-        _ => return descriptor.to_string(),
-    };
-    match descriptor.get(2..).and_then(|b| b.parse::<usize>().ok()) {
-        Some(bytes) if kind != "bool" => format!("{kind}{}", 8 * bytes),
-        _ => kind.to_string(),
-    }
-}
-
 /// float16 elements of a `.npy` file (ndarray-npy reads float32 and
 /// float64 only; its `ReadableElement` is the extension point).
 #[derive(Clone, Copy)]
@@ -780,6 +854,11 @@ impl Arrays for NpyDirectory {
         let (bytes, shown) = self.bytes(name)?;
         npy_floats(&bytes, name, &shown)
     }
+
+    fn integers(&mut self, name: &str) -> Result<(Vec<usize>, Vec<i128>), LogitsError> {
+        let (bytes, shown) = self.bytes(name)?;
+        npy_integers(&bytes, name, &shown)
+    }
 }
 
 fn npy_shape(bytes: &[u8], name: &str, path: &str) -> Result<Vec<usize>, LogitsError> {
@@ -851,6 +930,11 @@ impl Arrays for Npz {
         let bytes = self.member(name)?;
         npy_floats(&bytes, name, &self.path)
     }
+
+    fn integers(&mut self, name: &str) -> Result<(Vec<usize>, Vec<i128>), LogitsError> {
+        let bytes = self.member(name)?;
+        npy_integers(&bytes, name, &self.path)
+    }
 }
 
 struct Safetensors<'a> {
@@ -859,7 +943,20 @@ struct Safetensors<'a> {
     path: String,
 }
 
-impl Safetensors<'_> {
+impl<'a> Safetensors<'a> {
+    fn open(bytes: &'a [u8], source: &str) -> Result<Self, LogitsError> {
+        let tensors = SafeTensors::deserialize(bytes).map_err(|e| LogitsError::Format {
+            path: source.to_string(),
+            format: "safetensors",
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            bytes,
+            tensors,
+            path: source.to_string(),
+        })
+    }
+
     fn view(&self, name: &str) -> Result<safetensors::tensor::TensorView<'_>, LogitsError> {
         self.tensors.tensor(name).map_err(|e| LogitsError::Format {
             path: self.path.clone(),
@@ -892,34 +989,40 @@ impl Arrays for Safetensors<'_> {
             .and_then(|(_, m)| m.metadata().as_ref()?.get(key).cloned())
     }
 
-    fn floats(&mut self, name: &str) -> Result<Array, LogitsError> {
+    fn integers(&mut self, name: &str) -> Result<(Vec<usize>, Vec<i128>), LogitsError> {
         let view = self.view(name)?;
         let bytes = view.data();
-        let (data, float): (Vec<f64>, _) = match view.dtype() {
-            Dtype::F16 => (
-                (bytes.chunks_exact(2))
-                    .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f64())
-                    .collect(),
-                FloatType::Float16,
-            ),
-            Dtype::BF16 => (
-                (bytes.chunks_exact(2))
-                    .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f64())
-                    .collect(),
-                FloatType::BFloat16,
-            ),
-            Dtype::F32 => (
-                (bytes.chunks_exact(4))
-                    .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-                    .collect(),
-                FloatType::Float32,
-            ),
-            Dtype::F64 => (
-                (bytes.chunks_exact(8))
-                    .map(|b| f64::from_le_bytes(b.try_into().expect("chunks of 8 bytes")))
-                    .collect(),
-                FloatType::Float64,
-            ),
+        let data: Vec<i128> = match view.dtype() {
+            Dtype::I32 => (bytes.chunks_exact(4))
+                .map(|b| i32::from_le_bytes(b.try_into().expect("chunks of 4 bytes")).into())
+                .collect(),
+            Dtype::U32 => (bytes.chunks_exact(4))
+                .map(|b| u32::from_le_bytes(b.try_into().expect("chunks of 4 bytes")).into())
+                .collect(),
+            Dtype::I64 => (bytes.chunks_exact(8))
+                .map(|b| i64::from_le_bytes(b.try_into().expect("chunks of 8 bytes")).into())
+                .collect(),
+            Dtype::U64 => (bytes.chunks_exact(8))
+                .map(|b| u64::from_le_bytes(b.try_into().expect("chunks of 8 bytes")).into())
+                .collect(),
+            other => {
+                return Err(LogitsError::Dtype {
+                    path: self.path.clone(),
+                    array: name.to_string(),
+                    dtype: format!("{other:?} (token ids are I32, I64, U32 or U64)"),
+                });
+            }
+        };
+        Ok((view.shape().to_vec(), data))
+    }
+
+    fn floats(&mut self, name: &str) -> Result<Array, LogitsError> {
+        let view = self.view(name)?;
+        let element = match view.dtype() {
+            Dtype::F16 => Element::F16,
+            Dtype::BF16 => Element::BF16,
+            Dtype::F32 => Element::F32,
+            Dtype::F64 => Element::F64,
             other => {
                 return Err(LogitsError::Dtype {
                     path: self.path.clone(),
@@ -928,6 +1031,9 @@ impl Arrays for Safetensors<'_> {
                 });
             }
         };
+        let mut data = Vec::with_capacity(view.data().len() / element.bytes());
+        element.decode(view.data(), &mut data);
+        let float = element.float();
         Ok(Array {
             name: name.to_string(),
             shape: view.shape().to_vec(),

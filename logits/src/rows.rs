@@ -62,6 +62,11 @@ impl Matrix {
     }
 
     /// All values, row after row.
+    /// The entries, row after row, given up.
+    pub(crate) fn into_data(self) -> Vec<f64> {
+        self.data
+    }
+
     pub fn as_slice(&self) -> &[f64] {
         &self.data
     }
@@ -73,6 +78,14 @@ impl Matrix {
             cols: self.cols,
             data: self.data[rows.start * self.cols..rows.end * self.cols].to_vec(),
         }
+    }
+
+    /// This matrix's rows and then `below`'s (the same columns).
+    pub fn stacked(&self, below: &Matrix) -> Result<Matrix, LogitsError> {
+        let mut data = Vec::with_capacity(self.data.len() + below.data.len());
+        data.extend_from_slice(&self.data);
+        data.extend_from_slice(&below.data);
+        Matrix::new(self.rows + below.rows, self.cols, data)
     }
 
     /// The matrix with `rows` rows, a single row repeated (an argument
@@ -108,6 +121,8 @@ impl Values {
         transform: &Transform,
     ) -> Result<Distribution, CoreError> {
         match self {
+            // Without a transform the row is the law itself: no copy of it.
+            Values::Probabilities if transform.is_identity() => Distribution::from_probs(row),
             Values::Probabilities => {
                 Distribution::from_probs(row).and_then(|d| transform.apply(&d))
             }
@@ -160,6 +175,22 @@ pub struct RowSelection {
     pub count: Option<usize>,
 }
 
+impl RowSelection {
+    /// The rows selected out of `available` in the file `source`; an
+    /// empty selection, or one past the end, is an error.
+    pub fn range(&self, available: usize, source: &str) -> Result<Range<usize>, LogitsError> {
+        let end = (self.count).map_or(Some(available), |count| self.first.checked_add(count));
+        match end {
+            Some(end) if self.first < end && end <= available => Ok(self.first..end),
+            _ => Err(LogitsError::RowRange {
+                path: source.to_string(),
+                rows: self.first..end.unwrap_or(usize::MAX),
+                available,
+            }),
+        }
+    }
+}
+
 impl Pairs {
     pub fn rows(&self) -> usize {
         self.target.rows()
@@ -168,6 +199,28 @@ impl Pairs {
     /// The first `rows` rows (all when there are fewer).
     pub fn head(&self, rows: usize) -> Self {
         self.slice(0..rows.min(self.rows()))
+    }
+
+    /// The rows of `pieces` one after another (windows of one file, read
+    /// in turn); the first piece's source, values and layout.
+    pub fn concatenate(pieces: Vec<Pairs>) -> Result<Pairs, LogitsError> {
+        let mut pieces = pieces.into_iter();
+        let Some(mut all) = pieces.next() else {
+            return Err(LogitsError::Format {
+                path: String::new(),
+                format: "rows",
+                message: "no rows to join".into(),
+            });
+        };
+        for piece in pieces {
+            all.target = all.target.stacked(&piece.target)?;
+            all.draft = all.draft.stacked(&piece.draft)?;
+            if let (Some(cut), Some(more)) = (&mut all.cut, &piece.cut) {
+                cut.target_dropped.extend(&more.target_dropped);
+                cut.draft_dropped.extend(&more.draft_dropped);
+            }
+        }
+        Ok(all)
     }
 
     /// Rows `rows` (within range) and what the cut dropped from them.
@@ -193,21 +246,7 @@ impl Pairs {
     /// The selected rows; a selection that starts past the last row, or
     /// asks for more rows than there are, is an error naming the count.
     pub fn select(&self, selection: RowSelection) -> Result<Self, LogitsError> {
-        let available = self.rows();
-        let end = selection
-            .count
-            .map_or(Some(available), |count| selection.first.checked_add(count));
-        let rows = match end {
-            Some(end) if selection.first < end && end <= available => selection.first..end,
-            _ => {
-                return Err(LogitsError::RowRange {
-                    path: self.source.clone(),
-                    rows: selection.first..end.unwrap_or(usize::MAX),
-                    available,
-                });
-            }
-        };
-        Ok(self.slice(rows))
+        Ok(self.slice(selection.range(self.rows(), &self.source)?))
     }
 
     /// Rows `rows` as a context model whose laws depend on the position

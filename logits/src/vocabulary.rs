@@ -6,11 +6,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ndarray::Array1;
 use ndarray_npy::npy::header::Header;
-use ndarray_npy::{ReadNpyExt, ReadableElement};
 
-use crate::read::npy_descriptor;
+use crate::npy::{npy_descriptor, npy_integers};
 use crate::{LogitsError, Matrix, Values};
 
 /// The most probability a cut may drop from any row of either side
@@ -234,25 +232,16 @@ fn read_map(map: &DraftVocabMap, vocabulary: usize) -> Result<Vec<usize>, Logits
         )));
     }
     let descriptor = npy_descriptor(&header);
-    // ndarray-npy reads an exact dtype: the integer types numpy and torch
-    // write, each widened to i128 (no id or offset overflows it).
-    fn widened<T: ReadableElement + Copy + Into<i128>>(
-        bytes: &[u8],
-    ) -> Result<Vec<i128>, ndarray_npy::ReadNpyError> {
-        Array1::<T>::read_npy(bytes).map(|a| a.iter().map(|&x| x.into()).collect())
-    }
     let entries = match descriptor.get(1..) {
-        Some("i8") => widened::<i64>(&bytes),
-        Some("i4") => widened::<i32>(&bytes),
-        Some("u8") => widened::<u64>(&bytes),
-        Some("u4") => widened::<u32>(&bytes),
+        Some("i8" | "i4" | "u8" | "u4") => npy_integers(&bytes, "map", &shown)
+            .map(|(_, entries)| entries)
+            .map_err(|e| error(e.to_string()))?,
         _ => {
             return Err(error(format!(
                 "it has dtype {descriptor}; expected int32, int64, uint32 or uint64"
             )));
         }
-    }
-    .map_err(|e| error(e.to_string()))?;
+    };
     // Offsets read as ids repeat and go negative: say what they may be.
     let hint = if map.offsets {
         ""

@@ -150,7 +150,13 @@ fn data_rows_as_positional_laws() {
     let gbv = method(&doc, "gbv");
     assert_eq!(gbv["tau_law"].as_array().unwrap().len(), 3);
     assert_eq!(gbv["depth_acceptance"].as_array().unwrap().len(), 2);
-    assert!(gbv["standard_error"].as_f64().unwrap() > 0.0);
+    let se = gbv["standard_error"].as_f64().unwrap();
+    let interval = gbv["expected_accepted_interval_99"].as_array().unwrap();
+    let half = (interval[1].as_f64().unwrap() - interval[0].as_f64().unwrap()) / 2.0;
+    assert!(
+        se > 0.0 && (half - 2.575_829_303_548_901 * se).abs() < 1e-12,
+        "{gbv}"
+    );
     let table = mdsd(&[&args[..], &sampling[..sampling.len() - 1]].concat());
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(

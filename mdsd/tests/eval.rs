@@ -372,6 +372,13 @@ fn eval_json_records_settings_per_row_values_and_intervals() {
     }
     for v in doc["verifiers"].as_array().unwrap() {
         let mean = v["mean_acceptance"].as_f64().unwrap();
+        // A sampled mean above alpha* within its interval is flagged so.
+        let alpha = mean_alpha(&doc, "iid", v["n"].as_u64().unwrap());
+        let flagged = v["above_alpha_star_within_interval"].as_bool().unwrap();
+        let within = v["mean_acceptance_interval_99"]
+            .as_array()
+            .is_some_and(|i| mean > alpha && i[0].as_f64().unwrap() <= alpha);
+        assert_eq!(flagged, within, "{v}");
         match v["method"].as_str().unwrap() {
             "sampled" => {
                 let i = v["mean_acceptance_interval_99"].as_array().unwrap();
@@ -396,4 +403,107 @@ fn eval_json_records_settings_per_row_values_and_intervals() {
         "--json",
     ]);
     assert_eq!(again["settings"]["data_sha256"], settings["data_sha256"]);
+}
+
+/// A `.npy` file of float16 logits `[rows, cols]`, written a row at a
+/// time (the test's own memory stays small), each entry a cheap hash of
+/// its place and `salt` spread over about [-6, 6].
+fn write_f16_logits(path: &Path, rows: usize, cols: usize, salt: u64) {
+    use std::io::Write;
+    let mut header =
+        format!("{{'descr': '<f2', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    file.write_all(b"\x93NUMPY\x01\x00").unwrap();
+    file.write_all(&(header.len() as u16).to_le_bytes())
+        .unwrap();
+    file.write_all(header.as_bytes()).unwrap();
+    let mut row = Vec::with_capacity(cols * 2);
+    for r in 0..rows {
+        row.clear();
+        for c in 0..cols {
+            let mut x = (r as u64 * cols as u64 + c as u64) ^ salt;
+            x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            x ^= x >> 29;
+            let logit = (x % 12_000) as f32 / 1000.0 - 6.0;
+            row.extend_from_slice(&half::f16::from_f32(logit).to_le_bytes());
+        }
+        file.write_all(&row).unwrap();
+    }
+}
+
+/// `mdsd eval` and `mdsd bound` stream rows from disk: a dataset of
+/// 262 MB (4000 rows of float16 logits at V = 16384, both sides) is
+/// evaluated under an address space capped at 200 MB, and its rows agree
+/// with `mdsd bound` on them.
+/// (One malloc arena, so that the cap measures what is used rather than
+/// what each thread's arena reserves.)
+#[test]
+fn eval_streams_a_dataset_larger_than_its_memory_cap() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("skipped: the cap is set with the shell's ulimit -v");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (rows, cols) = (4000, 16384);
+    write_f16_logits(&dir.path().join("p_target.npy"), rows, cols, 1);
+    write_f16_logits(&dir.path().join("q_draft.npy"), rows, cols, 2);
+    let data = dir.path().to_str().unwrap();
+    let bytes: u64 = ["p_target.npy", "q_draft.npy"]
+        .iter()
+        .map(|f| std::fs::metadata(dir.path().join(f)).unwrap().len())
+        .sum();
+    let cap_kb = 200_000;
+    assert!(bytes > cap_kb * 1024, "the data must not fit under the cap");
+    let capped = |command: &str| {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v {cap_kb} && exec \"$0\" {command} --data \"$1\" --logits --json"
+            ))
+            .arg(env!("CARGO_BIN_EXE_mdsd"))
+            .arg(data)
+            .env("MALLOC_ARENA_MAX", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{command} under a {cap_kb} KB cap: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    // bound streams too.
+    assert_eq!(capped("bound -n 2")["rows"].as_array().unwrap().len(), rows);
+    let doc = capped("eval --schemes iid --verifiers none --n 1,4");
+    assert_eq!(doc["input"]["rows"], rows);
+    let per_row = doc["per_row"].as_array().unwrap();
+    assert_eq!(per_row.len(), rows);
+    for first in [0, 1999, 3997] {
+        let bound = json(&[
+            "bound",
+            "--data",
+            data,
+            "--logits",
+            "-n",
+            "4",
+            "--row",
+            &first.to_string(),
+            "--rows",
+            "3",
+            "--json",
+        ]);
+        for (k, row) in bound["rows"].as_array().unwrap().iter().enumerate() {
+            let want = row["alpha_star"].as_f64().unwrap();
+            let got = per_row[first + k]["alpha_star"]["iid"][1].as_f64().unwrap();
+            assert!(
+                (got - want).abs() < 1e-12,
+                "row {}: {got} vs {want}",
+                first + k
+            );
+        }
+    }
 }

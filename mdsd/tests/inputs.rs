@@ -224,3 +224,114 @@ fn vocab_cuts_report_the_mass_they_drop() {
     let got = mapped["aggregate"][0]["mean_alpha_star"].as_f64().unwrap();
     assert!((got - means).abs() < 1e-12, "{got} vs {means}");
 }
+
+/// A top-k file as an engine's logprobs give it: each side's top `k` ids
+/// and log-probabilities of the 8 real rows of `data/`, written to `dir`.
+fn write_top_k(dir: &std::path::Path, k: usize) -> String {
+    use ndarray::Array2;
+    use ndarray_npy::{NpzReader, NpzWriter};
+    let data = format!(
+        "{}/../data/qwen-coder-dense-8rows.npz",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut npz = NpzReader::new(std::fs::File::open(data).unwrap()).unwrap();
+    let path = dir.join("top_k.npz");
+    let mut out = NpzWriter::new(std::fs::File::create(&path).unwrap());
+    for side in ["p", "q"] {
+        let rows: Array2<f32> = npz.by_name(&format!("{side}.npy")).unwrap();
+        let (mut ids, mut logprobs) = (Vec::new(), Vec::new());
+        for row in rows.rows() {
+            let mut order: Vec<usize> = (0..row.len()).collect();
+            order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+            for &id in &order[..k] {
+                ids.push(id as i64);
+                logprobs.push(f64::from(row[id]).ln() as f32);
+            }
+        }
+        let shape = (rows.nrows(), k);
+        out.add_array(
+            format!("{side}_ids"),
+            &Array2::from_shape_vec(shape, ids).unwrap(),
+        )
+        .unwrap();
+        out.add_array(
+            format!("{side}_logprobs"),
+            &Array2::from_shape_vec(shape, logprobs).unwrap(),
+        )
+        .unwrap();
+    }
+    out.finish().unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Rows of top-20 entries only (vLLM's default): `bound` and `eval` give
+/// alpha* of iid drafts as an interval that holds the exact alpha* of the
+/// full rows they were cut from, row by row and for every n; table, CSV
+/// and plot carry both ends; other schemes are refused by `bound` and left
+/// out, with a word, by `eval`.
+#[test]
+fn top_k_rows_give_intervals_that_hold_the_full_rows_alpha() {
+    let dir = tempfile::tempdir().unwrap();
+    let top_k = write_top_k(dir.path(), 20);
+    let full = format!(
+        "{}/../data/qwen-coder-dense-8rows.npz",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    for n in ["1", "2", "4", "8"] {
+        let exact = json(&["bound", "--data", &full, "-n", n, "--json"]);
+        let interval = json(&["bound", "--data", &top_k, "-n", n, "--json"]);
+        assert_eq!(interval["input"]["top_k"]["target"], 20);
+        for (r, (e, i)) in rows(&exact).iter().zip(&rows(&interval)).enumerate() {
+            let alpha = e["alpha_star"].as_f64().unwrap();
+            let ends = i["alpha_star_interval"].as_array().unwrap();
+            let (lower, upper) = (ends[0].as_f64().unwrap(), ends[1].as_f64().unwrap());
+            // The file holds float32 logprobs: the known mass moves by ~1e-7.
+            assert!(
+                lower - 1e-6 <= alpha && alpha <= upper + 1e-6 && lower <= upper,
+                "n={n} row {r}: {alpha} outside [{lower}, {upper}]"
+            );
+        }
+    }
+    let table =
+        String::from_utf8(mdsd(&["bound", "--data", &top_k, "-n", "2", "--row", "3"]).stdout)
+            .unwrap();
+    assert!(
+        table.contains("alpha* lower") && table.contains("    3  "),
+        "{table}"
+    );
+    let wor = mdsd(&["bound", "--data", &top_k, "-n", "2", "--scheme", "wor"]);
+    assert_eq!(wor.status.code(), Some(2));
+    assert!(
+        String::from_utf8(wor.stderr)
+            .unwrap()
+            .contains("iid drafts only")
+    );
+    let out = dir.path().join("report");
+    let report = mdsd(&["eval", "--data", &top_k, "--out", out.to_str().unwrap()]);
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let text = String::from_utf8(report.stdout).unwrap();
+    assert!(
+        text.contains("left out") && text.contains("scheme wor"),
+        "{text}"
+    );
+    let csv = std::fs::read_to_string(out.join("alpha.csv")).unwrap();
+    assert!(csv.starts_with("row,scheme,n,alpha_star_lower,alpha_star_upper\n"));
+    assert_eq!(csv.lines().count(), 1 + 8 * 4);
+    assert!(
+        std::fs::read_to_string(out.join("acceptance.svg"))
+            .unwrap()
+            .contains("lower end")
+    );
+    // A transform needs whole rows.
+    let transformed = mdsd(&["bound", "--data", &top_k, "-n", "2", "--temperature", "0.5"]);
+    assert_eq!(transformed.status.code(), Some(2));
+    assert!(
+        String::from_utf8(transformed.stderr)
+            .unwrap()
+            .contains("need whole rows")
+    );
+}

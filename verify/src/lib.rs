@@ -119,7 +119,7 @@ pub use kseq::KSeq;
 pub use optimal::{OptimalConvex, OptimalFlow};
 pub use registry::VerifierKind;
 pub use rejection::{RrsWithoutReplacement, SpecInfer};
-pub use sampling::{SampledReport, sampled, sampled_with_progress};
+pub use sampling::{SampledReport, Z_99, sampled, sampled_with_progress};
 
 /// A law over output tokens: `(token, probability)` pairs, tokens distinct,
 /// probabilities positive and summing to 1.

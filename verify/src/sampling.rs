@@ -16,8 +16,9 @@ use crate::{Verifier, VerifyError};
 const CHUNK: u64 = 1 << 14;
 /// Chi-square bins need at least this many expected draws.
 const MIN_EXPECTED: f64 = 5.0;
-/// The normal quantile of a two-sided 99% interval.
-const Z_99: f64 = 2.575_829_303_548_901;
+/// The normal quantile of a two-sided 99% interval, which every 99%
+/// interval mdsd reports uses.
+pub const Z_99: f64 = 2.575_829_303_548_901;
 
 /// What sampling says about a verifier.
 #[derive(Debug, Clone, PartialEq)]

@@ -187,6 +187,9 @@ fn to_json(reports: &[BlockReport], note: Option<&str>) -> String {
                 "max_law_error": r.max_law_error,
                 "samples": r.samples,
                 "standard_error": r.standard_error,
+                "expected_accepted_interval_99": r.standard_error.map(|se| {
+                    [r.expected_accepted - mdsd::verify::Z_99 * se, r.expected_accepted + mdsd::verify::Z_99 * se]
+                }),
                 "first_token_p_value": r.first_token_p_value,
                 "tau_law": r.tau_law,
                 "depth_acceptance": r.depth_acceptance().into_iter().map(finite).collect::<Vec<_>>(),
@@ -212,6 +215,7 @@ fn to_table(args: &BlockArgs, vocab_size: usize, reports: &[BlockReport]) -> Str
         "law error / p"
     );
     let cell = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3e}"));
+    let sampled = reports.iter().any(|r| r.standard_error.is_some());
     for r in reports {
         // Exact rows show the law error; sampled rows the first token's chi-square p-value.
         let check = r.max_law_error.or(r.first_token_p_value);
@@ -222,6 +226,12 @@ fn to_table(args: &BlockArgs, vocab_size: usize, reports: &[BlockReport]) -> Str
             r.block_efficiency,
             cell(r.standard_error),
             cell(check)
+        );
+    }
+    if sampled {
+        out += &format!(
+            "99% interval of a sampled E[accepted]: ± {:.3} standard errors\n",
+            mdsd::verify::Z_99
         );
     }
     // The law of tau and the acceptance per depth, for tree budgeting.

@@ -16,9 +16,10 @@ use serde_json::json;
 use std::sync::{Mutex, PoisonError};
 
 use super::input::{InputArgs, InputReport, Side};
+use super::report::ReportFolder;
 use super::{CliError, SolveError, at_least_one, output, progress_bar};
 
-mod plot;
+pub(super) mod plot;
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -139,6 +140,24 @@ impl Failures {
         }
     }
 
+    /// No failure yet, the same strictness, for a window's rows.
+    fn empty_like(&self) -> Self {
+        Self {
+            strict: self.strict,
+            first_row: self.first_row,
+            list: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Takes a window's failures in.
+    fn absorb(&self, window: Failures) {
+        let more = window
+            .list
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        (self.list.lock().unwrap_or_else(PoisonError::into_inner)).extend(more);
+    }
+
     /// Every failure, one per row (its first), in row order.
     fn into_first_per_row(self) -> Vec<Failure> {
         let mut list = self
@@ -223,6 +242,20 @@ struct VerifierResult {
 }
 
 impl VerifierResult {
+    /// Whether the sampled mean of column `j` lies above the mean alpha* of
+    /// its scheme (when that scheme was evaluated) by less than its 99%
+    /// half-width: sampling noise, to be shown as such rather than as a
+    /// verifier beating the optimum.
+    fn above_alpha_within_interval(&self, j: usize, draws: u64, schemes: &[SchemeResult]) -> bool {
+        let Some(h) = self.mean_half_width(j, draws) else {
+            return false;
+        };
+        let mean = column_mean(&self.acceptance, j);
+        (schemes.iter().find(|s| s.scheme == self.scheme))
+            .map(|s| column_mean(&s.alpha, j))
+            .is_some_and(|alpha| mean > alpha && mean - h <= alpha)
+    }
+
     /// The 99% half-width of the mean of column `j` over the rows that
     /// did not fail, where the acceptances are sampled: each row's
     /// variance a (1 - a) / draws, the rows independent, a normal interval
@@ -235,12 +268,9 @@ impl VerifierResult {
             .filter(|x| !x.is_nan())
             .collect();
         let variance: f64 = values.iter().map(|a| a * (1.0 - a) / draws as f64).sum();
-        Some(Z_99 * variance.sqrt() / values.len() as f64)
+        Some(mdsd::verify::Z_99 * variance.sqrt() / values.len() as f64)
     }
 }
-
-/// The normal quantile of a two-sided 99% interval.
-const Z_99: f64 = 2.575_829_303_548_901;
 
 pub fn run(args: &EvalArgs) -> Result<(), CliError> {
     let usage = |m: String| CliError::Usage(m);
@@ -281,22 +311,163 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
             mdsd::verify::check_verifier_drafts(n)?;
         }
     }
-    let pairs = if args.input.given() {
-        args.input.read()?
-    } else {
-        args.input.select(builtin_sample()?)?
-    };
-    if !pairs.more_drafts.is_empty() {
-        return Err(usage(
-            "mdsd eval draws every scheme from one draft row: give -q once".into(),
-        ));
-    }
     let backend = backend(args.backend);
     let failures = Failures {
         strict: args.strict,
         first_row: args.input.first_row(),
         list: Mutex::new(Vec::new()),
     };
+    // Rows of --data that can be streamed go through in windows of
+    // WINDOW_BYTES, in bounded memory; other inputs at once.
+    let streamed = match args.input.streamed() {
+        Err(CliError::Logits(e)) if matches!(*e, LogitsError::TopKOnly { .. }) => {
+            return super::top_k::eval(&super::top_k::EvalRequest {
+                input: &args.input,
+                ns: &args.ns,
+                schemes: &args.schemes,
+                verifiers: &args.verifiers,
+                out: args.out.as_deref(),
+                json: args.json,
+            });
+        }
+        streamed => streamed?,
+    };
+    let (schemes, verifier_results, input, described) = match streamed {
+        Some((reader, rows)) => {
+            let cols = reader.shape().last().copied().unwrap_or(1).max(1);
+            let window = (WINDOW_BYTES / (16 * cols)).max(rayon::current_num_threads());
+            // Progress in rows: the windows are alike, so the ETA holds.
+            let progress = progress_bar(rows.len() as u64, args.json);
+            let quiet = progress_bar(0, true);
+            let mut results: Option<(Vec<SchemeResult>, Vec<VerifierResult>)> = None;
+            for start in rows.clone().step_by(window) {
+                let end = rows.end.min(start + window);
+                let pairs = reader.read(start..end)?;
+                check_one_draft(&pairs)?;
+                let window_failures = Failures {
+                    first_row: start,
+                    ..failures.empty_like()
+                };
+                let done = evaluate(
+                    &pairs,
+                    args,
+                    &verifiers,
+                    backend.as_ref(),
+                    &window_failures,
+                    &quiet,
+                    start - rows.start,
+                )?;
+                failures.absorb(window_failures);
+                results = Some(match results {
+                    None => done,
+                    Some(before) => joined(before, done)?,
+                });
+                progress.inc((end - start) as u64);
+            }
+            progress.finish_and_clear();
+            let (schemes, rated) = results.expect("at least one row is selected");
+            let input = args.input.streamed_report(&reader, &rows);
+            let described = format!("{} ({} rows, V = {})", reader.source(), rows.len(), cols);
+            (schemes, rated, input, described)
+        }
+        None => {
+            let pairs = if args.input.given() {
+                args.input.read()?
+            } else {
+                args.input.select(builtin_sample()?)?
+            };
+            check_one_draft(&pairs)?;
+            // Progress in draws: a sampled verifier's row and n counts
+            // --samples (a bar step per task of draws, for an ETA that
+            // --samples 10^12 can use), and each exact one counts as much,
+            // done at once.
+            let units = (args.schemes.len() as u64).saturating_add(
+                (verifiers.len() as u64).saturating_mul((args.ns.len() * pairs.rows()) as u64),
+            );
+            let progress = progress_bar(units.saturating_mul(args.samples), args.json);
+            let (schemes, rated) = evaluate(
+                &pairs,
+                args,
+                &verifiers,
+                backend.as_ref(),
+                &failures,
+                &progress,
+                0,
+            )?;
+            progress.finish_and_clear();
+            (schemes, rated, args.input.report(&pairs), describe(&pairs))
+        }
+    };
+    let failures = failures.into_first_per_row();
+    let settings = Settings {
+        args,
+        data_sha256: args.input.data_sha256()?,
+        backend: backend.name(),
+    };
+    let document = report_json(
+        &settings,
+        &input,
+        &args.ns,
+        &schemes,
+        &verifier_results,
+        &failures,
+    );
+    if args.json {
+        output::emit(&format!("{document}\n"))?;
+    } else {
+        output::emit(&report_table(
+            &described,
+            &input,
+            &args.ns,
+            &schemes,
+            &verifier_results,
+            args.samples,
+        ))?;
+        output::emit(&failures_note(&failures))?;
+    }
+    if let Some(dir) = &args.out {
+        write_outputs(
+            dir,
+            &settings,
+            &input,
+            &args.ns,
+            &schemes,
+            &verifier_results,
+            &document,
+        )?;
+        if !args.json {
+            output::emit(&format!("wrote {}\n", dir.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// What `--data` rows a window of `mdsd eval` holds, as f64 of both
+/// sides: 32 MB, so that a file larger than memory passes in bounded
+/// memory.
+const WINDOW_BYTES: usize = 32 << 20;
+
+fn check_one_draft(pairs: &Pairs) -> Result<(), CliError> {
+    if pairs.more_drafts.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::Usage(
+        "mdsd eval draws every scheme from one draft row: give -q once".into(),
+    ))
+}
+
+/// alpha* of every scheme and the rating of every verifier on the rows of
+/// `pairs`, whose first is `offset` rows into the selection (the sampled
+/// verifiers' seeds count from the selection's first row).
+fn evaluate(
+    pairs: &Pairs,
+    args: &EvalArgs,
+    verifiers: &[(VerifierKind, SchemeKind)],
+    backend: &dyn Backend,
+    failures: &Failures,
+    progress: &ProgressBar,
+    offset: usize,
+) -> Result<(Vec<SchemeResult>, Vec<VerifierResult>), CliError> {
     let rows = pairs.rows();
     let distributions = |matrix: &Matrix, side| {
         let transform = args.input.transform(side);
@@ -310,13 +481,6 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
     };
     let target = distributions(&pairs.target, Side::Target)?;
     let draft = distributions(&pairs.draft, Side::Draft)?;
-
-    // Progress in draws: a sampled verifier's row and n counts --samples
-    // (a bar step per task of draws, for an ETA that --samples 10^12 can
-    // use), and each exact one counts as much, done at once.
-    let units = (args.schemes.len() as u64)
-        .saturating_add((verifiers.len() as u64).saturating_mul((args.ns.len() * rows) as u64));
-    let progress = progress_bar(units.saturating_mul(args.samples), args.json);
     let schemes = args
         .schemes
         .iter()
@@ -350,61 +514,50 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
         .collect::<Result<Vec<_>, CliError>>()?;
     // One convex solver for every row: it keeps its memory between solves.
     let convex = ConvexSolver::default();
-    let verifier_results = verifiers
+    let rated = verifiers
         .iter()
         .map(|&(kind, scheme)| {
             let rows = Rows {
                 target: &target,
                 draft: &draft,
+                offset,
             };
-            rate_verifier(kind, scheme, rows, args, &convex, &progress, &failures)
+            rate_verifier(kind, scheme, rows, args, &convex, progress, failures)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    progress.finish_and_clear();
-    let failures = failures.into_first_per_row();
+    Ok((schemes, rated))
+}
 
-    let input = args.input.report(&pairs);
-    let settings = Settings {
-        args,
-        data_sha256: args.input.data_sha256()?,
-        backend: backend.name(),
-    };
-    let document = report_json(
-        &settings,
-        &input,
-        &args.ns,
-        &schemes,
-        &verifier_results,
-        &failures,
-    );
-    if args.json {
-        output::emit(&format!("{document}\n"))?;
-    } else {
-        output::emit(&report_table(
-            &pairs,
-            &input,
-            &args.ns,
-            &schemes,
-            &verifier_results,
-            args.samples,
-        ))?;
-        output::emit(&failures_note(&failures))?;
-    }
-    if let Some(dir) = &args.out {
-        write_outputs(
-            dir,
-            &settings,
-            &input,
-            &args.ns,
-            &schemes,
-            &verifier_results,
-            &document,
-        )?;
-        if !args.json {
-            output::emit(&format!("wrote {}\n", dir.display()))?;
-        }
-    }
-    Ok(())
+/// The results of two windows, the second's rows after the first's.
+fn joined(
+    (schemes, rated): (Vec<SchemeResult>, Vec<VerifierResult>),
+    (more_schemes, more_rated): (Vec<SchemeResult>, Vec<VerifierResult>),
+) -> Result<(Vec<SchemeResult>, Vec<VerifierResult>), CliError> {
+    let schemes = (schemes.into_iter().zip(more_schemes))
+        .map(|(a, b)| {
+            Ok(SchemeResult {
+                scheme: a.scheme,
+                alpha: a.alpha.stacked(&b.alpha)?,
+            })
+        })
+        .collect::<Result<_, CliError>>()?;
+    let rated = (rated.into_iter().zip(more_rated))
+        .map(|(a, b)| {
+            Ok(VerifierResult {
+                kind: a.kind,
+                scheme: a.scheme,
+                method: if a.method == "exact" && b.method == "exact" {
+                    "exact"
+                } else {
+                    "sampled"
+                },
+                acceptance: a.acceptance.stacked(&b.acceptance)?,
+                interval_low: a.interval_low.stacked(&b.interval_low)?,
+                interval_high: a.interval_high.stacked(&b.interval_high)?,
+            })
+        })
+        .collect::<Result<_, CliError>>()?;
+    Ok((schemes, rated))
 }
 
 /// The scheme a verifier is rated on: the first of iid, wor, greedy, top
@@ -430,6 +583,9 @@ fn verifier_scheme(kind: VerifierKind) -> Result<SchemeKind, CliError> {
 struct Rows<'a> {
     target: &'a Matrix,
     draft: &'a Matrix,
+    /// How many rows into the selection the first is (sampled verifiers
+    /// seed row r of the selection with seed + r).
+    offset: usize,
 }
 
 fn problem(
@@ -510,7 +666,7 @@ fn rate_verifier(
                                 &problem,
                                 verifier.as_ref(),
                                 args.samples,
-                                args.seed.wrapping_add(r as u64),
+                                args.seed.wrapping_add((data.offset + r) as u64),
                                 &|done| progress.inc(done),
                             )?;
                             (report.acceptance, Some(report.acceptance_interval))
@@ -674,6 +830,7 @@ fn report_json(
                     "mean_acceptance_interval_99": v
                         .mean_half_width(j, samples)
                         .map(|h| [mean - h, mean + h]),
+                    "above_alpha_star_within_interval": v.above_alpha_within_interval(j, samples, schemes),
                     "method": v.method,
                 })
             })
@@ -716,7 +873,7 @@ fn report_json(
 }
 
 fn report_table(
-    pairs: &Pairs,
+    described: &str,
     input: &InputReport,
     ns: &[usize],
     schemes: &[SchemeResult],
@@ -729,7 +886,7 @@ fn report_table(
         .iter()
         .map(|n| format!("{:>9}", format!("n={n}")))
         .collect();
-    let _ = writeln!(out, "{}", describe(pairs));
+    let _ = writeln!(out, "{described}");
     out += &input.note();
     let _ = writeln!(out, "\nalpha* per row");
     let _ = write!(out, "{:>5}", "row");
@@ -739,7 +896,7 @@ fn report_table(
         }
     }
     out.push('\n');
-    for r in 0..pairs.rows() {
+    for r in 0..input.rows {
         let _ = write!(out, "{:>5}", input.first_row + r);
         for s in schemes {
             for a in s.alpha.row(r) {
@@ -757,9 +914,15 @@ fn report_table(
     }
     if !verifiers.is_empty() {
         let _ = writeln!(out, "\nmean acceptance             {header}");
+        let mut noise = false;
         for v in verifiers {
             let means: String = (0..ns.len())
-                .map(|j| format!("{:>9}", shown(column_mean(&v.acceptance, j))))
+                .map(|j| {
+                    let mark = v.above_alpha_within_interval(j, samples, schemes);
+                    noise |= mark;
+                    let mean = shown(column_mean(&v.acceptance, j));
+                    format!("{:>9}", if mark { format!("{mean}*") } else { mean })
+                })
                 .collect();
             let label = format!("{} ({}, {})", v.kind, v.scheme.name(), v.method);
             let _ = writeln!(out, "{label:<28}{means}");
@@ -780,6 +943,12 @@ fn report_table(
                 let _ = writeln!(out, "{:<28}{widths}", "  99% interval of the mean");
             }
         }
+        if noise {
+            let _ = writeln!(
+                out,
+                "* above mean alpha* by less than the sampling error: alpha* lies in the 99% interval"
+            );
+        }
     }
     out
 }
@@ -795,17 +964,8 @@ fn write_outputs(
     verifiers: &[VerifierResult],
     document: &serde_json::Value,
 ) -> Result<(), CliError> {
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| CliError::Output {
-            path: format!("the report file {}", path.display()),
-            message: e.to_string(),
-        })
-    };
-    std::fs::create_dir_all(dir).map_err(|e| CliError::Output {
-        path: format!("the report folder {}", dir.display()),
-        message: e.to_string(),
-    })?;
+    let folder = ReportFolder::create(dir)?;
+    let write = |name: &str, text: String| folder.write(name, text);
     write("eval.json", format!("{document:#}\n"))?;
     let mut alpha = String::from("row,scheme,n,alpha_star\n");
     for s in schemes {
@@ -871,13 +1031,7 @@ fn write_outputs(
         }),
     }));
     let title = settings.title(input);
-    for name in ["acceptance.png", "acceptance.svg"] {
-        let path = dir.join(name);
-        plot::draw(&path, &title, &series).map_err(|message| CliError::Output {
-            path: format!("the plot {}", path.display()),
-            message,
-        })?;
-    }
+    folder.plots(&title, &series)?;
     Ok(())
 }
 

@@ -4,14 +4,17 @@
 
 use std::ffi::OsString;
 use std::fmt;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::str::FromStr;
+
+use rayon::prelude::*;
 
 use clap::Args;
 use mdsd::core::Shown;
 use mdsd::logits::{
-    DraftVocabMap, LogitsError, Matrix, Pairs, ReadOptions, RowSelection, Values, VocabularyCut,
-    VocabularyOptions, read_argument_pairs, read_pairs,
+    DraftVocabMap, LogitsError, Matrix, Pairs, ReadOptions, RowReader, RowSelection, Values,
+    VocabularyCut, VocabularyOptions, read_argument_pairs, read_pairs,
 };
 use mdsd::{Distribution, DraftScheme, Problem, SchemeKind, Transform};
 use serde_json::json;
@@ -325,6 +328,44 @@ impl InputArgs {
         self.select(self.read_all()?)
     }
 
+    /// The top-k rows of --data, selected by --row/--rows, for a file that
+    /// holds only each side's top k entries. Transforms and vocabulary
+    /// options need whole rows, so they are refused here.
+    pub fn read_top_k(&self) -> Result<mdsd::logits::TopKRows, CliError> {
+        let Some(path) = &self.data else {
+            return Err(CliError::Usage(
+                "top-k rows are read from --data FILE".into(),
+            ));
+        };
+        let whole_rows = [
+            (
+                "--temperature, --top-k, --top-p and their --draft-/--target- forms",
+                [Side::Target, Side::Draft]
+                    .iter()
+                    .any(|&s| !self.transform(s).is_identity()),
+            ),
+            ("--vocab", self.vocab.is_some()),
+            ("--draft-vocab-map", self.draft_vocab_map.is_some()),
+            ("--logits", self.logits),
+        ];
+        if let Some((flags, _)) = whole_rows.iter().find(|(_, given)| *given) {
+            return Err(CliError::Usage(format!(
+                "{} holds only each side's top-k entries: {flags} need whole rows",
+                path.display()
+            )));
+        }
+        let mut top_k = mdsd::logits::read_top_k(path)?;
+        if self.rows == Some(0) || top_k.rows.is_empty() {
+            return Err(CliError::Usage(format!(
+                "{} holds no row selected",
+                top_k.source
+            )));
+        }
+        let rows = self.selection()?.range(top_k.rows.len(), &top_k.source)?;
+        top_k.rows = top_k.rows.drain(rows).collect();
+        Ok(top_k)
+    }
+
     /// The rows of `pairs` that --row and --rows select; none is an error
     /// (a mean over no row is no number).
     pub fn select(&self, pairs: Pairs) -> Result<Pairs, CliError> {
@@ -365,8 +406,8 @@ impl InputArgs {
     }
 
     /// How a row is named in messages: by its flag for -p/-q, by its role
-    /// for --data; with its number when there are several.
-    fn label(&self, role: Role, row: usize, rows: usize) -> String {
+    /// for --data; with its number (`None` for the only row).
+    fn label(&self, role: Role, number: Option<usize>) -> String {
         let name = match (self.data.is_some(), role) {
             (true, Role::Target) => "target".to_string(),
             (true, Role::Draft(_)) => "draft".to_string(),
@@ -374,19 +415,30 @@ impl InputArgs {
             (false, Role::Draft(i)) if self.drafts.len() > 1 => format!("-q #{}", i + 1),
             (false, Role::Draft(_)) => "-q".to_string(),
         };
-        if rows > 1 {
-            format!("{name} row {}", self.first_row() + row)
-        } else {
-            name
+        match number {
+            Some(number) => format!("{name} row {number}"),
+            None => name,
         }
     }
 
-    /// Row `row` of `rows` as a distribution after the transforms.
+    /// Row `row` of `pairs` as a distribution after the transforms.
     pub fn distribution(
         &self,
         pairs: &Pairs,
         role: Role,
         row: usize,
+    ) -> Result<Distribution, CliError> {
+        let number = (pairs.rows() > 1).then(|| self.first_row() + row);
+        self.numbered_distribution(pairs, role, row, number)
+    }
+
+    /// [`Self::distribution`], the row named `number` in messages.
+    fn numbered_distribution(
+        &self,
+        pairs: &Pairs,
+        role: Role,
+        row: usize,
+        number: Option<usize>,
     ) -> Result<Distribution, CliError> {
         let matrix: &Matrix = match role {
             Role::Target => &pairs.target,
@@ -401,7 +453,7 @@ impl InputArgs {
             .values
             .distribution(matrix.row(row), &self.transform(side))
             .map_err(|source| CliError::Invalid {
-                what: self.label(role, row, pairs.rows()),
+                what: self.label(role, number),
                 source,
             })
     }
@@ -419,6 +471,94 @@ impl InputArgs {
         }
     }
 
+    /// The rows of --data as a [`RowReader`] and the range selected, where
+    /// they can be read a window at a time (no vocabulary cut or map, which
+    /// need whole rows first); `None` otherwise.
+    pub fn streamed(&self) -> Result<Option<(RowReader, Range<usize>)>, CliError> {
+        let Some(path) = &self.data else {
+            return Ok(None);
+        };
+        if self.read_options().vocabulary != VocabularyOptions::default() {
+            return Ok(None);
+        }
+        if self.rows == Some(0) {
+            return Err(CliError::Setting {
+                flag: "--rows",
+                value: "0".into(),
+                expected: "at least 1 (it selects no row)",
+            });
+        }
+        let reader = RowReader::open(path, &self.read_options())?;
+        if reader.rows() == 0 {
+            return Err(CliError::Usage(format!("{} holds no row", reader.source())));
+        }
+        let rows = self.selection()?.range(reader.rows(), reader.source())?;
+        Ok(Some((reader, rows)))
+    }
+
+    /// What a streamed read covers, for reports.
+    pub fn streamed_report(&self, reader: &RowReader, rows: &Range<usize>) -> InputReport {
+        InputReport {
+            source: reader.source().to_string(),
+            shape: reader.shape().to_vec(),
+            first_row: self.first_row(),
+            rows: rows.len(),
+            vocabulary: reader.shape().last().copied().unwrap_or(0),
+            cut: None,
+        }
+    }
+
+    /// `each` on the problems of the rows selected, a share of rows at a
+    /// time on rayon's pool (with the number of the share's first row),
+    /// its results in row order, and what was read. Streamed from --data
+    /// where it can be: the pool reads and solves a window of about
+    /// `window_bytes` of f64 rows (both sides) at a time, an equal share
+    /// per thread, each share read, checked and solved by one thread, so
+    /// that no barrier stands between reading and solving.
+    pub fn map_rows<T: Send>(
+        &self,
+        scheme: SchemeKind,
+        n: usize,
+        window_bytes: usize,
+        each: impl Fn(&[Problem], usize) -> Result<Vec<T>, CliError> + Sync,
+    ) -> Result<(Vec<T>, InputReport), CliError> {
+        let Some((reader, rows)) = self.streamed()? else {
+            let pairs = self.read()?;
+            let problems = self.problems_of(&pairs, scheme, n, self.first_row())?;
+            let first = self.first_row();
+            let results = problems
+                .par_chunks(1)
+                .enumerate()
+                .map(|(row, problem)| each(problem, first + row))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok((results.into_iter().flatten().collect(), self.report(&pairs)));
+        };
+        let row_bytes = 16 * reader.shape().last().copied().unwrap_or(1).max(1);
+        let threads = rayon::current_num_threads();
+        let share = (window_bytes / row_bytes / threads).max(1);
+        let window = share * threads;
+        let mut results = Vec::with_capacity(rows.len());
+        for start in rows.clone().step_by(window) {
+            let end = rows.end.min(start + window);
+            let shares: Vec<Range<usize>> = (start..end)
+                .step_by(share)
+                .map(|a| a..end.min(a + share))
+                .collect();
+            let done = shares
+                .into_par_iter()
+                .map(|rows| {
+                    let pairs = reader.read(rows.clone())?;
+                    each(
+                        &self.problems_of(&pairs, scheme, n, rows.start)?,
+                        rows.start,
+                    )
+                })
+                .collect::<Result<Vec<_>, CliError>>()?;
+            results.extend(done.into_iter().flatten());
+        }
+        Ok((results, self.streamed_report(&reader, &rows)))
+    }
+
     /// One problem per row: the target against `n` drafts of `scheme`
     /// (one draft row per draft model for independent drafts), and what
     /// was read.
@@ -428,6 +568,19 @@ impl InputArgs {
         n: usize,
     ) -> Result<(Vec<Problem>, InputReport), CliError> {
         let pairs = self.read()?;
+        let problems = self.problems_of(&pairs, scheme, n, self.first_row())?;
+        Ok((problems, self.report(&pairs)))
+    }
+
+    /// The problems of `pairs`, whose first row is row `first_row` of the
+    /// input (for messages).
+    fn problems_of(
+        &self,
+        pairs: &Pairs,
+        scheme: SchemeKind,
+        n: usize,
+        first_row: usize,
+    ) -> Result<Vec<Problem>, CliError> {
         let draft_models = 1 + pairs.more_drafts.len();
         let independent = scheme == SchemeKind::Independent;
         if independent && draft_models != n {
@@ -440,25 +593,23 @@ impl InputArgs {
                 "--scheme {scheme} takes one -q (got {draft_models}); repeat -q only with --scheme independent"
             )));
         }
-        let problems = (0..pairs.rows())
+        // A window of a larger selection numbers its rows too.
+        let several = pairs.rows() > 1 || first_row != self.first_row();
+        (0..pairs.rows())
             .map(|row| {
-                let p = self.distribution(&pairs, Role::Target, row)?;
+                let number = several.then_some(first_row + row);
+                let p = self.numbered_distribution(pairs, Role::Target, row, number)?;
                 let qs = (0..draft_models)
-                    .map(|i| self.distribution(&pairs, Role::Draft(i), row))
+                    .map(|i| self.numbered_distribution(pairs, Role::Draft(i), row, number))
                     .collect::<Result<Vec<_>, _>>()?;
                 let invalid = |source| CliError::Invalid {
-                    what: if pairs.rows() > 1 {
-                        format!("problem row {}", self.first_row() + row)
-                    } else {
-                        "problem".into()
-                    },
+                    what: number.map_or("problem".into(), |number| format!("problem row {number}")),
                     source,
                 };
                 let drafts = DraftScheme::new(scheme, qs, n).map_err(invalid)?;
                 Problem::new(p, drafts).map_err(invalid)
             })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok((problems, self.report(&pairs)))
+            .collect()
     }
 }
 

@@ -4,6 +4,8 @@ mod block;
 mod eval;
 mod input;
 mod output;
+mod report;
+mod top_k;
 
 use std::path::PathBuf;
 
@@ -15,7 +17,6 @@ use mdsd::{
     BoundError, ConvexError, ConvexSolver, CoreError, FlowError, FlowSolver, Formulation, LpError,
     LpSolver, Method, Problem, SchemeKind, Solution, Solve, VerifyError,
 };
-use rayon::prelude::*;
 use thiserror::Error;
 
 use input::{InputArgs, InputReport};
@@ -311,7 +312,15 @@ solve_error!(ConvexError);
 /// Parses the command line and runs it.
 pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
-        Command::Bound(args) => solve(&args, &ClosedForm, None),
+        Command::Bound(args) => match solve(&args, &ClosedForm, None) {
+            // A file of top-k entries only: alpha* as an interval.
+            Err(CliError::Logits(e))
+                if matches!(*e, mdsd::logits::LogitsError::TopKOnly { .. }) =>
+            {
+                top_k::bound(&args.input, args.scheme, args.n, args.json)
+            }
+            other => other,
+        },
         Command::Solve(solve_args) => {
             let args = &solve_args.problem;
             let plan = solve_args.plan.as_deref();
@@ -356,6 +365,10 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     }
 }
 
+/// The f64 bytes of the rows a window of `bound` and `solve` holds (the
+/// two sides' rows): 16 MB, so that streamed files pass in bounded memory.
+const WINDOW_BYTES: usize = 16 << 20;
+
 /// What the JSON says of H*: size, p(H*), and for i.i.d. and
 /// without-replacement drafts, whose optimal sets are ratio prefixes
 /// (`docs/DESIGN.md` §3), the pair that ends the prefix when H* is one.
@@ -392,33 +405,56 @@ where
     solver
         .check_settings()
         .map_err(SolveError::into_setting_error)?;
-    let (problems, input) = args.problems()?;
-    let solutions = problems
-        .par_iter()
-        .enumerate()
-        .map(|(row, problem)| {
-            solver
-                .solve(problem)
-                .map_err(|e| e.at_row(args.input.first_row() + row))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let rows: Vec<&mdsd::Summary> = solutions.iter().map(|s| s.summary()).collect();
-    let certificates = problems
-        .iter()
-        .zip(&rows)
-        .map(|(problem, summary)| certificate(problem, &summary.certificate))
-        .collect();
+    let full = args.certificate == CertificateArg::Full;
+    let (solved, input) =
+        args.input
+            .map_rows(args.scheme, args.n, WINDOW_BYTES, |problems, first_row| {
+                problems
+                    .iter()
+                    .enumerate()
+                    .map(|(row, problem)| {
+                        let solution = solver
+                            .solve(problem)
+                            .map_err(|e| e.at_row(first_row + row))?;
+                        let solved = solution.summary();
+                        let compact = certificate(problem, &solved.certificate);
+                        // Tables show the first ids, JSON all of them only when
+                        // asked: only those are kept (H* runs to 150k ids a row).
+                        let kept = if full {
+                            solved.certificate.len()
+                        } else {
+                            output::SHOWN_TOKENS
+                        };
+                        let summary = mdsd::Summary {
+                            certificate: solved.certificate.iter().take(kept).copied().collect(),
+                            status: solved.status,
+                            ..*solved
+                        };
+                        Ok((
+                            summary,
+                            compact,
+                            plan.and_then(|_| solution.plan().cloned()),
+                        ))
+                    })
+                    .collect()
+            })?;
+    let (mut rows, mut certificates, mut plans) = (Vec::new(), Vec::new(), Vec::new());
+    for (summary, compact, kept) in solved {
+        rows.push(summary);
+        certificates.push(compact);
+        plans.extend(kept);
+    }
     let report = Report {
         input: &input,
         scheme: args.scheme.name(),
         n: args.n,
         method: solver.name(),
-        rows,
+        rows: rows.iter().collect(),
         certificates,
-        full_certificates: args.certificate == CertificateArg::Full,
+        full_certificates: full,
     };
     if let Some((path, drafts_as)) = plan {
-        let plans: Vec<_> = solutions.iter().filter_map(Solution::plan).collect();
+        let plans: Vec<&mdsd::Plan> = plans.iter().collect();
         std::fs::write(path, output::plans_json(&report, drafts_as, &plans)).map_err(|e| {
             CliError::Output {
                 path: format!("the plan to {}", path.display()),

@@ -47,7 +47,7 @@ pub struct Certificate {
 }
 
 /// Certificates longer than this are elided in tables (JSON has them whole).
-const SHOWN_TOKENS: usize = 8;
+pub const SHOWN_TOKENS: usize = 8;
 
 impl Report<'_> {
     /// One row as JSON: `alpha_star`, `acceptance`, `certificate` (a
@@ -136,15 +136,9 @@ impl Report<'_> {
                         .take(SHOWN_TOKENS)
                         .map(usize::to_string)
                         .collect();
-                    let more = if row.certificate.len() > SHOWN_TOKENS {
-                        ", ..."
-                    } else {
-                        ""
-                    };
-                    (
-                        row.certificate.len().to_string(),
-                        format!("{{{}{more}}}", shown.join(", ")),
-                    )
+                    let size = self.certificates[i].size;
+                    let more = if size > SHOWN_TOKENS { ", ..." } else { "" };
+                    (size.to_string(), format!("{{{}{more}}}", shown.join(", ")))
                 }
             };
             let acceptance = if iterative {

@@ -1,0 +1,97 @@
+//! The windowed reader: a directory of `.npy` files, a `.safetensors`
+//! file and a directory of `.safetensors` shards give, window by window,
+//! exactly the rows `read_pairs` gives of the same data at once.
+
+use std::collections::HashMap;
+
+use mdsd_logits::{ReadOptions, RowReader, read_pairs};
+use ndarray::Array2;
+use ndarray_npy::WriteNpyExt;
+use safetensors::tensor::{Dtype, TensorView};
+
+/// 10 rows of 7 probabilities, row r leaning on token r % 7.
+fn rows(salt: usize) -> Array2<f32> {
+    let mut rows = Array2::from_shape_fn((10, 7), |(r, c)| {
+        1.0 + ((r * 7 + c + salt) % 5) as f32 + if c == r % 7 { 9.0 } else { 0.0 }
+    });
+    for mut row in rows.rows_mut() {
+        let total: f32 = row.sum();
+        row.mapv_inplace(|x| x / total);
+    }
+    rows
+}
+
+fn safetensors(path: &std::path::Path, p: &Array2<f32>, q: &Array2<f32>) {
+    let bytes = |a: &Array2<f32>| a.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let (pb, qb) = (bytes(p), bytes(q));
+    let shape = |a: &Array2<f32>| a.shape().to_vec();
+    let tensors: HashMap<String, TensorView> = [
+        (
+            "p_target".to_string(),
+            TensorView::new(Dtype::F32, shape(p), &pb).unwrap(),
+        ),
+        (
+            "q_draft".to_string(),
+            TensorView::new(Dtype::F32, shape(q), &qb).unwrap(),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    safetensors::tensor::serialize_to_file(tensors, None, path).unwrap();
+}
+
+#[test]
+fn windows_of_every_streamed_form_are_the_rows_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, q) = (rows(0), rows(3));
+    let npy = dir.path().join("npy");
+    std::fs::create_dir(&npy).unwrap();
+    p.write_npy(std::fs::File::create(npy.join("p_target.npy")).unwrap())
+        .unwrap();
+    q.write_npy(std::fs::File::create(npy.join("q_draft.npy")).unwrap())
+        .unwrap();
+    let whole = read_pairs(&npy, &ReadOptions::default()).unwrap();
+
+    let single = dir.path().join("rows.safetensors");
+    safetensors(&single, &p, &q);
+    let shards = dir.path().join("shards");
+    std::fs::create_dir(&shards).unwrap();
+    let part =
+        |a: &Array2<f32>, rows: std::ops::Range<usize>| a.slice(ndarray::s![rows, ..]).to_owned();
+    safetensors(
+        &shards.join("part-0.safetensors"),
+        &part(&p, 0..4),
+        &part(&q, 0..4),
+    );
+    safetensors(
+        &shards.join("part-1.safetensors"),
+        &part(&p, 4..10),
+        &part(&q, 4..10),
+    );
+
+    for source in [&npy, &single, &shards] {
+        let reader = RowReader::open(source, &ReadOptions::default()).unwrap();
+        assert_eq!(reader.rows(), 10, "{}", source.display());
+        assert_eq!(reader.shape(), [10, 7]);
+        // Windows that start, end and cross the shards' boundary.
+        for window in [0..10, 0..1, 3..6, 4..10, 9..10] {
+            let got = reader.read(window.clone()).unwrap();
+            for (k, r) in window.clone().enumerate() {
+                assert_eq!(
+                    got.target.row(k),
+                    whole.target.row(r),
+                    "{} row {r}",
+                    source.display()
+                );
+                assert_eq!(
+                    got.draft.row(k),
+                    whole.draft.row(r),
+                    "{} row {r}",
+                    source.display()
+                );
+            }
+        }
+        let error = reader.read(8..12).unwrap_err().to_string();
+        assert!(error.contains("8..12") && error.contains("10"), "{error}");
+    }
+}
