@@ -185,13 +185,52 @@ fn locate_npy(file: &Path, name: &str) -> Result<Located, LogitsError> {
             });
         }
     };
-    Ok(Located {
+    checked(Located {
         name: name.to_string(),
         file: file.to_path_buf(),
         offset: cursor.position(),
         element,
         shape: header.shape,
     })
+}
+
+/// An array whose header promises what its file holds, checked before any
+/// window is sized from it: at least one axis, and the data within the
+/// file (a header can claim any shape; a cut copy holds less).
+fn checked(array: Located) -> Result<Located, LogitsError> {
+    let shown = array.file.display().to_string();
+    if array.shape.is_empty() {
+        return Err(LogitsError::Shape {
+            path: shown,
+            array: array.name,
+            shape: array.shape,
+            expected: "[..., vocabulary] (at least one axis)".into(),
+        });
+    }
+    let held = std::fs::metadata(&array.file)
+        .map_err(|source| LogitsError::Io {
+            path: shown.clone(),
+            source,
+        })?
+        .len();
+    let needed = (array.shape.iter())
+        .try_fold(array.element.bytes() as u128, |total, &d| {
+            total.checked_mul(d as u128)
+        })
+        .and_then(|bytes| bytes.checked_add(u128::from(array.offset)));
+    if needed.is_none_or(|needed| needed > u128::from(held)) {
+        let needed = needed.map_or_else(|| "more than 2^128".to_string(), |n| n.to_string());
+        return Err(LogitsError::Format {
+            path: shown,
+            format: "rows",
+            message: format!(
+                "array `{}` is truncated: its shape {:?} needs {needed} bytes to the end of its \
+                 data, the file holds {held}",
+                array.name, array.shape
+            ),
+        });
+    }
+    Ok(array)
 }
 
 /// A `.safetensors` file's header (8 bytes of length, then JSON): where
@@ -238,13 +277,13 @@ fn locate_safetensors(file: &Path) -> Result<Vec<Located>, LogitsError> {
         let (Some(shape), Some(start)) = (shape, start) else {
             return Err(format(format!("tensor `{name}` has no shape or offsets")));
         };
-        arrays.push(Located {
+        arrays.push(checked(Located {
             name: name.clone(),
             file: file.to_path_buf(),
             offset: 8 + length + start,
             element,
             shape,
-        });
+        })?);
     }
     Ok(arrays)
 }
@@ -292,6 +331,19 @@ impl RowReader {
                 options: options.clone(),
             });
         };
+        // Shards join only if their rows are as long as the first's.
+        let cols = |part: &Part| part.arrays.iter().map(Located::cols).max().unwrap_or(0);
+        if let Some(odd) = parts.iter().find(|p| cols(p) != cols(&parts[0])) {
+            return Err(LogitsError::Format {
+                path: odd.path.clone(),
+                format: "shards",
+                message: format!(
+                    "its rows hold {} entries, the first shard's {}",
+                    cols(odd),
+                    cols(&parts[0])
+                ),
+            });
+        }
         // One file keeps its stored shape; shards are rows of V.
         let shape = match &parts[..] {
             [one] => crate::read::TARGET_NAMES

@@ -95,3 +95,67 @@ fn windows_of_every_streamed_form_are_the_rows_read_whole() {
         assert!(error.contains("8..12") && error.contains("10"), "{error}");
     }
 }
+
+/// A header that claims more than its file holds, or no axis, is an error
+/// named before any window is sized from it (no allocation of the claim).
+#[test]
+fn headers_that_lie_are_refused_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, header: &str, data: usize| {
+        let path = dir.path().join(name);
+        let mut header = header.to_string();
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend((header.len() as u16).to_le_bytes());
+        bytes.extend(header.as_bytes());
+        bytes.extend(vec![0u8; data]);
+        std::fs::write(path, bytes).unwrap();
+    };
+    let huge = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1000000000000), }";
+    let small = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+    let npy = dir.path().to_path_buf();
+    write("p_target.npy", huge, 24);
+    write("q_draft.npy", small, 24);
+    let error = RowReader::open(&npy, &ReadOptions::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        error.contains("truncated") && error.contains("p_target"),
+        "{error}"
+    );
+    write(
+        "p_target.npy",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (), }",
+        4,
+    );
+    let error = RowReader::open(&npy, &ReadOptions::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(error.contains("at least one axis"), "{error}");
+}
+
+/// Shards whose rows differ in length do not join.
+#[test]
+fn shards_of_other_vocabularies_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, q) = (rows(0), rows(1));
+    safetensors(&dir.path().join("a.safetensors"), &p, &q);
+    let (p, q) = (
+        p.slice(ndarray::s![.., ..5]).to_owned(),
+        q.slice(ndarray::s![.., ..5]).to_owned(),
+    );
+    safetensors(&dir.path().join("b.safetensors"), &p, &q);
+    let error = RowReader::open(dir.path(), &ReadOptions::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        error.contains("b.safetensors") && error.contains("5 entries"),
+        "{error}"
+    );
+}
