@@ -1,0 +1,92 @@
+"""mdsd: the optimal acceptance of multi-draft speculative sampling.
+
+A target model p and a draft model q propose next-token laws; a draft
+scheme draws n draft tokens from q; a lossless verifier outputs one token
+distributed exactly as p. ``alpha_star`` is the best acceptance any
+lossless verifier can reach, ``certificate`` the set H* that proves it
+(alpha* = p(H*) + 1 - Q(all drafts in H*)).
+
+>>> import numpy as np, mdsd
+>>> round(mdsd.alpha_star([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2), 12)
+0.86
+"""
+
+import numpy as np
+
+from ._mdsd import MdsdError
+from . import _mdsd
+
+__all__ = ["MdsdError", "alpha_star", "certificate"]
+
+
+def _stored(*arrays):
+    """The coarsest float type among the caller's rows, before widening:
+    it sets how far from 1 a row of probabilities may sum."""
+    names = [str(getattr(a, "dtype", "float64")).replace("torch.", "") for a in arrays]
+    for coarse in ("float16", "bfloat16", "float32"):
+        if coarse in names:
+            return coarse
+    return "float64"
+
+
+def _rows(x, name):
+    """A float32 or float64 numpy array of ``x``, in place where it is one
+    already (numpy arrays, CPU tensors through ``__array__`` or
+    ``__dlpack__``); float16 and bfloat16 are widened to float32."""
+    device = getattr(x, "device", None)
+    if device is not None and getattr(device, "type", "cpu") != "cpu":
+        raise MdsdError(f"{name} is on {device}: mdsd reads host memory, call .cpu() first")
+    if hasattr(x, "detach"):
+        x = x.detach()
+    if str(getattr(x, "dtype", "")) == "torch.bfloat16":
+        x = x.float()
+    try:
+        array = np.asarray(x)
+    except (TypeError, RuntimeError):
+        array = np.from_dlpack(x)
+    if array.dtype == np.float16:
+        array = array.astype(np.float32)
+    elif array.dtype not in (np.float32, np.float64):
+        array = array.astype(np.float64)
+    return array
+
+
+def _drafts(q, scheme):
+    """One draft model's rows, or with independent drafts a list of them."""
+    if scheme == "independent":
+        return [_rows(x, f"q[{i}]") for i, x in enumerate(q)]
+    return [_rows(q, "q")]
+
+
+def alpha_star(p, q, n, scheme="iid", *, logits=False, temperature=None, top_k=None, top_p=None,
+               draft_temperature=None, draft_top_k=None, draft_top_p=None):
+    """alpha*, the best acceptance of any lossless verifier with ``n`` drafts.
+
+    ``p`` and ``q`` are rows ``[..., V]`` of probabilities (or logits with
+    ``logits=True``): numpy arrays of float16/32/64, CPU tensors, lists.
+    Returns a float for one row, else an array of the leading shape
+    (``[B, T, V]`` gives ``[B, T]``). ``scheme``: "iid", "wor", "greedy",
+    "hub", "argmax", "top", or "independent" with ``q`` a list of arrays,
+    one per draft. ``temperature``, ``top_k``, ``top_p`` transform both
+    sides; the ``draft_`` ones replace them on the draft's side.
+
+    >>> round(mdsd.alpha_star([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2), 12)
+    0.86
+    """
+    stored = _stored(p, *(q if scheme == "independent" else [q]))
+    result = _mdsd.alpha_star(_rows(p, "p"), _drafts(q, scheme), n, scheme, stored, logits, temperature, top_k,
+                              top_p, draft_temperature, draft_top_k, draft_top_p)
+    return float(result) if result.ndim == 0 else result
+
+
+def certificate(p, q, n, scheme="iid", *, logits=False, temperature=None, top_k=None, top_p=None,
+                draft_temperature=None, draft_top_k=None, draft_top_p=None):
+    """H*, the set that certifies alpha*, as a boolean mask ``[..., V]``:
+    alpha* = p(H*) + 1 - Q(all drafts in H*). Arguments as ``alpha_star``.
+
+    >>> mdsd.certificate([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2).tolist()
+    [False, True, True]
+    """
+    stored = _stored(p, *(q if scheme == "independent" else [q]))
+    return _mdsd.certificate(_rows(p, "p"), _drafts(q, scheme), n, scheme, stored, logits, temperature, top_k,
+                             top_p, draft_temperature, draft_top_k, draft_top_p)
