@@ -74,13 +74,16 @@ enum Slice<'a> {
 }
 
 impl Slice<'_> {
-    fn row(&self, r: usize, cols: usize) -> Vec<f64> {
+    /// Row `r` of `cols` entries, widened to f64 into `out` (a buffer a
+    /// task reuses from row to row).
+    fn fill(&self, r: usize, cols: usize, out: &mut Vec<f64>) {
         let range = r * cols..(r + 1) * cols;
+        out.clear();
         match self {
-            Slice::F32(x) => x[range].iter().map(|&v| f64::from(v)).collect(),
-            Slice::Owned32(x) => x[range].iter().map(|&v| f64::from(v)).collect(),
-            Slice::F64(x) => x[range].to_vec(),
-            Slice::Owned64(x) => x[range].to_vec(),
+            Slice::F32(x) => out.extend(x[range].iter().map(|&v| f64::from(v))),
+            Slice::Owned32(x) => out.extend(x[range].iter().map(|&v| f64::from(v))),
+            Slice::F64(x) => out.extend_from_slice(&x[range]),
+            Slice::Owned64(x) => out.extend_from_slice(&x[range]),
         }
     }
 }
@@ -99,15 +102,29 @@ struct Request {
 }
 
 impl Request {
-    fn problem(&self, p: Vec<f64>, qs: Vec<Vec<f64>>) -> Result<Problem, String> {
+    /// A probability row checked within its stored type's tolerance: the
+    /// entries as given with their sum, so that no renormalised copy is
+    /// made.
+    fn probabilities<'a>(&self, side: &str, row: &'a [f64]) -> Result<ProbabilityRow<'a>, String> {
+        ProbabilityRow::within(row, self.stored.sum_tolerance(row.len()))
+            .map_err(|e| format!("{side}: {e}"))
+    }
+
+    /// Plain i.i.d. probability rows, whose alpha* needs no distribution
+    /// built: the closed form reads the rows where they lie.
+    fn is_plain_iid(&self) -> bool {
+        self.scheme == SchemeKind::Iid
+            && self.values == Values::Probabilities
+            && self.target.is_identity()
+            && self.draft.is_identity()
+    }
+
+    fn problem(&self, p: &[f64], qs: &[Vec<f64>]) -> Result<Problem, String> {
         let law = |side: &str, row: &[f64], transform: &Transform| {
             let renormalised;
             let row = match self.values {
                 Values::Probabilities => {
-                    let tolerance = self.stored.sum_tolerance(row.len());
-                    let sum = ProbabilityRow::within(row, tolerance)
-                        .map_err(|e| format!("{side}: {e}"))?
-                        .sum();
+                    let sum = self.probabilities(side, row)?.sum();
                     renormalised = row.iter().map(|x| x / sum).collect::<Vec<f64>>();
                     &renormalised[..]
                 }
@@ -117,18 +134,15 @@ impl Request {
                 .distribution(row, transform)
                 .map_err(|e| format!("{side}: {e}"))
         };
-        let p: Distribution = law("p", &p, &self.target)?;
+        let p: Distribution = law("p", p, &self.target)?;
         let qs = (qs.iter().enumerate())
             .map(|(i, q)| {
-                law(
-                    &if qs.len() > 1 {
-                        format!("q[{i}]")
-                    } else {
-                        "q".into()
-                    },
-                    q,
-                    &self.draft,
-                )
+                let side = if qs.len() > 1 {
+                    format!("q[{i}]")
+                } else {
+                    "q".into()
+                };
+                law(&side, q, &self.draft)
             })
             .collect::<Result<Vec<_>, _>>()?;
         let drafts = DraftScheme::new(self.scheme, qs, self.n).map_err(|e| e.to_string())?;
@@ -143,8 +157,7 @@ fn per_row<T: Send>(
     py: Python<'_>,
     p: &Bound<'_, PyAny>,
     qs: &[Bound<'_, PyAny>],
-    request: &Request,
-    each: impl Fn(&Problem) -> Result<T, String> + Sync,
+    each: impl Fn(&[f64], &[Vec<f64>]) -> Result<T, String> + Sync,
 ) -> PyResult<(Vec<usize>, usize, Vec<T>)> {
     let p = Rows::extract("p", p)?;
     let qs = (qs.iter().enumerate())
@@ -164,15 +177,21 @@ fn per_row<T: Send>(
     let (p_values, q_values): (Slice, Vec<Slice>) =
         (p.values(), qs.iter().map(Rows::values).collect());
     let leading = leading.to_vec();
+    let buffers = || {
+        (
+            Vec::with_capacity(cols),
+            vec![Vec::with_capacity(cols); q_values.len()],
+        )
+    };
     let work = || {
         (0..rows)
             .into_par_iter()
-            .map(|r| {
-                let qs = q_values.iter().map(|q| q.row(r, cols)).collect();
-                request
-                    .problem(p_values.row(r, cols), qs)
-                    .and_then(|problem| each(&problem))
-                    .map_err(|e| if rows > 1 { format!("row {r}: {e}") } else { e })
+            .map_init(buffers, |(p_row, q_rows), r| {
+                p_values.fill(r, cols, p_row);
+                for (q, out) in q_values.iter().zip(q_rows.iter_mut()) {
+                    q.fill(r, cols, out);
+                }
+                each(p_row, q_rows).map_err(|e| if rows > 1 { format!("row {r}: {e}") } else { e })
             })
             .collect::<Result<Vec<T>, String>>()
     };
@@ -262,9 +281,20 @@ fn alpha_star<'py>(
         top_p,
         (draft_temperature, draft_top_k, draft_top_p),
     )?;
-    let (leading, _, values) = per_row(py, p, &qs, &request, |problem| {
-        mdsd::optimal_acceptance(problem)
-            .map(|bound| bound.alpha_star)
+    let (leading, _, values) = per_row(py, p, &qs, |p, qs| {
+        if request.is_plain_iid() {
+            // alpha* alone, by bucket selection on the rows as they are:
+            // no distribution, no certificate.
+            let (p, q) = (
+                request.probabilities("p", p)?,
+                request.probabilities("q", &qs[0])?,
+            );
+            return mdsd::bounds::optimal_acceptance_iid_many(p, q, &[request.n])
+                .map(|alphas| alphas[0])
+                .map_err(|e| e.to_string());
+        }
+        let problem = request.problem(p, qs)?;
+        (mdsd::optimal_acceptance(&problem).map(|bound| bound.alpha_star))
             .map_err(|e| e.to_string())
     })?;
     let array = numpy::ndarray::ArrayD::from_shape_vec(leading, values)
@@ -301,8 +331,9 @@ fn certificate<'py>(
         top_p,
         (draft_temperature, draft_top_k, draft_top_p),
     )?;
-    let (mut leading, cols, masks) = per_row(py, p, &qs, &request, |problem| {
-        let bound = mdsd::optimal_acceptance(problem).map_err(|e| e.to_string())?;
+    let (mut leading, cols, masks) = per_row(py, p, &qs, |p, qs| {
+        let problem = request.problem(p, qs)?;
+        let bound = mdsd::optimal_acceptance(&problem).map_err(|e| e.to_string())?;
         problem
             .indicator(&bound.certificate)
             .map_err(|e| e.to_string())
