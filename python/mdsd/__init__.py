@@ -16,7 +16,7 @@ import numpy as np
 from ._mdsd import MdsdError
 from . import _mdsd
 
-__all__ = ["MdsdError", "alpha_star", "certificate"]
+__all__ = ["MdsdError", "Solution", "Verifier", "alpha_star", "certificate", "solve"]
 
 
 def _stored(*arrays):
@@ -58,6 +58,17 @@ def _drafts(q, scheme):
     return [_rows(q, "q")]
 
 
+def _settings(p, q, n, scheme, logits, temperature, top_k, top_p, draft_temperature,
+              draft_top_k, draft_top_p):
+    """What every call passes besides the rows."""
+    return {
+        "n": n, "scheme": scheme, "stored": _stored(p, *(q if scheme == "independent" else [q])),
+        "logits": logits, "temperature": temperature, "top_k": top_k, "top_p": top_p,
+        "draft_temperature": draft_temperature, "draft_top_k": draft_top_k,
+        "draft_top_p": draft_top_p,
+    }
+
+
 def alpha_star(p, q, n, scheme="iid", *, logits=False, temperature=None, top_k=None, top_p=None,
                draft_temperature=None, draft_top_k=None, draft_top_p=None):
     """alpha*, the best acceptance of any lossless verifier with ``n`` drafts.
@@ -73,9 +84,9 @@ def alpha_star(p, q, n, scheme="iid", *, logits=False, temperature=None, top_k=N
     >>> round(mdsd.alpha_star([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2), 12)
     0.86
     """
-    stored = _stored(p, *(q if scheme == "independent" else [q]))
-    result = _mdsd.alpha_star(_rows(p, "p"), _drafts(q, scheme), n, scheme, stored, logits, temperature, top_k,
-                              top_p, draft_temperature, draft_top_k, draft_top_p)
+    settings = _settings(p, q, n, scheme, logits, temperature, top_k, top_p, draft_temperature,
+                         draft_top_k, draft_top_p)
+    result = _mdsd.alpha_star(_rows(p, "p"), _drafts(q, scheme), settings)
     return float(result) if result.ndim == 0 else result
 
 
@@ -87,6 +98,70 @@ def certificate(p, q, n, scheme="iid", *, logits=False, temperature=None, top_k=
     >>> mdsd.certificate([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2).tolist()
     [False, True, True]
     """
-    stored = _stored(p, *(q if scheme == "independent" else [q]))
-    return _mdsd.certificate(_rows(p, "p"), _drafts(q, scheme), n, scheme, stored, logits, temperature, top_k,
-                             top_p, draft_temperature, draft_top_k, draft_top_p)
+    settings = _settings(p, q, n, scheme, logits, temperature, top_k, top_p, draft_temperature,
+                         draft_top_k, draft_top_p)
+    return _mdsd.certificate(_rows(p, "p"), _drafts(q, scheme), settings)
+
+
+def Verifier(name, p, q, n, scheme="iid", *, logits=False, temperature=None, top_k=None,
+             top_p=None, draft_temperature=None, draft_top_k=None, draft_top_p=None):
+    """A built-in verifier (``"specinfer"``, ``"kseq"``, ``"khisti"``,
+    ``"optimal-convex"``, ``"optimal-flow"``, ...) prepared for one row of
+    p and q: ``.conditional(drafts)`` the output law over the vocabulary,
+    ``.sample(drafts, seed=None)`` one token, ``.sample_batch(drafts,
+    seed=None)`` one token per row of an int array ``[B, n]`` (in
+    parallel, without the GIL), ``.acceptance`` (closed form or exact
+    enumeration; None past its limit) and ``.name``.
+
+    >>> v = mdsd.Verifier("optimal-convex", [0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2)
+    >>> round(v.acceptance, 6), round(float(v.conditional([2, 2]).sum()), 12)
+    (0.86, 1.0)
+    """
+    settings = _settings(p, q, n, scheme, logits, temperature, top_k, top_p, draft_temperature,
+                         draft_top_k, draft_top_p)
+    return _mdsd.Verifier(name, _rows(p, "p"), _drafts(q, scheme), settings)
+
+
+class Solution:
+    """What ``solve`` found: ``alpha_star``, ``acceptance`` (what the
+    method's verifier reaches), ``certificate`` (H* as a bool mask),
+    ``status`` ("optimal", "converged", "certificate-unverified"),
+    ``iterations``, ``elapsed_ms``, and for lp and flow ``plan``: a dict of
+    ``drafts`` (the draft tuples or sets), ``probs`` (their probability)
+    and ``conditional`` (the output law given each, ``[outcomes, V]``)."""
+
+    def __init__(self, fields, vocab_size):
+        self.alpha_star = fields["alpha_star"]
+        self.acceptance = fields["acceptance"]
+        self.certificate = np.zeros(vocab_size, dtype=bool)
+        self.certificate[fields["certificate"]] = True
+        self.status = fields["status"]
+        self.iterations = fields["iterations"]
+        self.elapsed_ms = fields["elapsed_ms"]
+        self.plan = fields.get("plan")
+
+    def __repr__(self):
+        return (f"Solution(alpha_star={self.alpha_star!r}, acceptance={self.acceptance!r}, "
+                f"status={self.status!r}, |H*|={int(self.certificate.sum())})")
+
+
+def solve(p, q, n, method="lp", scheme="iid", *, logits=False, temperature=None, top_k=None,
+          top_p=None, draft_temperature=None, draft_top_k=None, draft_top_p=None,
+          formulation="full", max_variables=None, max_sets=None, decomposed=False, tol=None):
+    """One row solved by an exact method, ``method="lp"`` (``formulation``
+    "full" or "relaxed", ``max_variables``) or ``"flow"`` (``max_sets``,
+    ``decomposed``), or by the convex programs (``"convex"``, ``tol``), as
+    ``mdsd solve --method`` does (unset settings take its defaults);
+    returns a ``Solution``.
+
+    >>> s = mdsd.solve([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2, method="flow")
+    >>> round(s.alpha_star, 12), s.certificate.tolist(), s.plan["conditional"].shape
+    (0.86, [False, True, True], (6, 3))
+    """
+    settings = _settings(p, q, n, scheme, logits, temperature, top_k, top_p, draft_temperature,
+                         draft_top_k, draft_top_p)
+    solver = {"method": method, "formulation": formulation, "max_variables": max_variables,
+              "max_sets": max_sets, "decomposed": decomposed, "tolerance": tol}
+    p = _rows(p, "p")
+    fields = _mdsd.solve(p, _drafts(q, scheme), settings, solver)
+    return Solution(fields, p.shape[-1])

@@ -36,3 +36,58 @@ def certificate(
     draft_top_k: Optional[int] = None,
     draft_top_p: Optional[float] = None,
 ) -> npt.NDArray[np.bool_]: ...
+
+class _Verifier:
+    @property
+    def name(self) -> str: ...
+    @property
+    def acceptance(self) -> Optional[float]: ...
+    def conditional(self, drafts: Sequence[int]) -> npt.NDArray[np.float64]: ...
+    def sample(self, drafts: Sequence[int], seed: Optional[int] = None) -> int: ...
+    def sample_batch(self, drafts: npt.NDArray[np.int64], seed: Optional[int] = None) -> npt.NDArray[np.int64]: ...
+
+def Verifier(
+    name: str,
+    p: ArrayLike,
+    q: Union[ArrayLike, Sequence[ArrayLike]],
+    n: int,
+    scheme: str = "iid",
+    *,
+    logits: bool = False,
+    temperature: Optional[float] = None,
+    top_k: Optional[int] = None,
+    top_p: Optional[float] = None,
+    draft_temperature: Optional[float] = None,
+    draft_top_k: Optional[int] = None,
+    draft_top_p: Optional[float] = None,
+) -> _Verifier: ...
+
+class Solution:
+    alpha_star: float
+    acceptance: float
+    certificate: npt.NDArray[np.bool_]
+    status: str
+    iterations: int
+    elapsed_ms: float
+    plan: Optional[dict]
+
+def solve(
+    p: ArrayLike,
+    q: Union[ArrayLike, Sequence[ArrayLike]],
+    n: int,
+    method: str = "lp",
+    scheme: str = "iid",
+    *,
+    logits: bool = False,
+    temperature: Optional[float] = None,
+    top_k: Optional[int] = None,
+    top_p: Optional[float] = None,
+    draft_temperature: Optional[float] = None,
+    draft_top_k: Optional[int] = None,
+    draft_top_p: Optional[float] = None,
+    formulation: str = "full",
+    max_variables: Optional[int] = None,
+    max_sets: Optional[int] = None,
+    decomposed: bool = False,
+    tol: Optional[float] = None,
+) -> Solution: ...
