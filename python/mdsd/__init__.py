@@ -16,7 +16,10 @@ import numpy as np
 from ._mdsd import MdsdError
 from . import _mdsd
 
-__all__ = ["MdsdError", "Solution", "Verifier", "alpha_star", "certificate", "solve"]
+__all__ = [
+    "MdsdError", "Solution", "Verifier", "VerifierReport", "alpha_star", "certificate",
+    "check_verifier", "solve",
+]
 
 
 def _stored(*arrays):
@@ -165,3 +168,126 @@ def solve(p, q, n, method="lp", scheme="iid", *, logits=False, temperature=None,
     p = _rows(p, "p")
     fields = _mdsd.solve(p, _drafts(q, scheme), settings, solver)
     return Solution(fields, p.shape[-1])
+
+
+class VerifierReport:
+    """What ``check_verifier`` found: ``lossless`` (every output marginal is
+    p within 1e-9, every conditional a law), ``max_marginal_error``,
+    ``max_law_error``, ``acceptance``, ``alpha_star`` and ``gap`` (means over
+    the instances), ``instances``, and ``worst`` (the p, q and error of the
+    instance furthest from p). ``to_dict()`` gives them as a dict."""
+
+    TOLERANCE = 1e-9
+
+    def __init__(self, errors, law_errors, acceptances, alphas, worst):
+        self.instances = len(errors)
+        self.max_marginal_error = float(max(errors))
+        self.max_law_error = float(max(law_errors))
+        self.lossless = self.max_marginal_error <= self.TOLERANCE and self.max_law_error <= self.TOLERANCE
+        self.acceptance = float(np.mean(acceptances))
+        self.alpha_star = float(np.mean(alphas))
+        self.gap = self.alpha_star - self.acceptance
+        self.worst = worst
+
+    def to_dict(self):
+        return {key: getattr(self, key) for key in (
+            "lossless", "max_marginal_error", "max_law_error", "acceptance", "alpha_star", "gap",
+            "instances")}
+
+    def __repr__(self):
+        verdict = "lossless" if self.lossless else "NOT lossless"
+        rows = [("verdict", verdict), ("instances", self.instances),
+                ("max |output - p|", f"{self.max_marginal_error:.3e}"),
+                ("max law error", f"{self.max_law_error:.3e}"),
+                ("acceptance", f"{self.acceptance:.12f}"), ("alpha*", f"{self.alpha_star:.12f}"),
+                ("gap to alpha*", f"{self.gap:.3e}")]
+        return "\n".join(f"{name:<18}{value}" for name, value in rows)
+
+
+def _tuples(q, n, scheme):
+    """Every ordered draft tuple with its probability: i.i.d. or without
+    replacement."""
+    import itertools
+
+    if scheme == "iid":
+        for drafts in itertools.product(range(len(q)), repeat=n):
+            weight = float(np.prod(q[list(drafts)]))
+            # Drafts that cannot be drawn say nothing of the verifier.
+            if weight > 0:
+                yield drafts, weight
+    elif scheme == "wor":
+        for drafts in itertools.permutations(range(len(q)), n):
+            weight, left = 1.0, np.ones(len(q), dtype=bool)
+            for token in drafts:
+                # The mass not yet drawn, summed as it is rather than as
+                # 1 - the mass drawn, which cancels when q is peaked.
+                rest = q[left].sum()
+                weight *= q[token] / rest if rest > 0 else 0.0
+                left[token] = False
+            if weight > 0:
+                yield drafts, weight
+    else:
+        raise MdsdError(f"scheme {scheme!r}: check_verifier enumerates iid and wor drafts")
+
+
+def _random_instances(count, n, scheme, seed):
+    """Small random (p, q): 2 to 5 tokens, laws from flat to peaked, and
+    now and then a zero or a tie, where verifiers tend to break."""
+    rng = np.random.default_rng(seed)
+    for k in range(count):
+        v = int(rng.integers(max(2, n if scheme == "wor" else 2), 6))
+        concentration = [0.2, 1.0, 5.0][k % 3]
+        p = rng.dirichlet(np.full(v, concentration))
+        q = rng.dirichlet(np.full(v, concentration))
+        if k % 5 == 4:
+            p[rng.integers(v)] = 0.0
+            p /= p.sum()
+        if k % 7 == 6:
+            q[:] = p
+        yield p, q
+
+
+def check_verifier(verifier, p=None, q=None, n=2, scheme="iid", *, seed=0, instances=200):
+    """Whether a verifier preserves the target distribution, by exact
+    enumeration: ``verifier(p, q, drafts)`` returns the output law (an array
+    over the vocabulary) given the drafts, a tuple of ``n`` token ids.
+    Every draft tuple of ``scheme`` ("iid" or "wor") is enumerated, for the
+    given ``p``, ``q`` (1-D, small V), or else for ``instances`` random small
+    ones drawn from ``seed``; the output marginal is compared with p and the
+    acceptance with alpha*. Returns a ``VerifierReport``.
+
+    >>> report = mdsd.check_verifier(
+    ...     lambda p, q, drafts: mdsd.Verifier("specinfer", p, q, len(drafts)).conditional(drafts),
+    ...     instances=20)
+    >>> report.lossless
+    True
+    """
+    if p is not None or q is not None:
+        cases = [(_rows(p, "p").astype(np.float64), _rows(q, "q").astype(np.float64))]
+        if cases[0][0].ndim != 1 or len(cases[0][0]) ** n > 1_000_000:
+            raise MdsdError("check_verifier enumerates V^n draft tuples: give 1-D p and q with "
+                            "V^n at most 10^6")
+    else:
+        cases = list(_random_instances(instances, n, scheme, seed))
+    errors, law_errors, acceptances, alphas = [], [], [], []
+    worst = None
+    for p_row, q_row in cases:
+        p_row, q_row = p_row / p_row.sum(), q_row / q_row.sum()
+        output = np.zeros_like(p_row)
+        accepted, law_error = 0.0, 0.0
+        for drafts, weight in _tuples(q_row, n, scheme):
+            law = np.asarray(verifier(p_row, q_row, drafts), dtype=np.float64)
+            if law.shape != p_row.shape:
+                raise MdsdError(f"the verifier returned shape {law.shape} for drafts {drafts}; "
+                                f"expected ({len(p_row)},)")
+            law_error = max(law_error, abs(law.sum() - 1.0), float(-min(law.min(), 0.0)))
+            output += weight * law
+            accepted += weight * law[sorted(set(drafts))].sum()
+        error = float(np.abs(output - p_row).max())
+        errors.append(error)
+        law_errors.append(law_error)
+        acceptances.append(accepted)
+        alphas.append(alpha_star(p_row, q_row, n, scheme))
+        if worst is None or error > worst["error"]:
+            worst = {"p": p_row, "q": q_row, "error": error}
+    return VerifierReport(errors, law_errors, acceptances, alphas, worst)

@@ -91,3 +91,25 @@ def solve(
     decomposed: bool = False,
     tol: Optional[float] = None,
 ) -> Solution: ...
+
+class VerifierReport:
+    lossless: bool
+    max_marginal_error: float
+    max_law_error: float
+    acceptance: float
+    alpha_star: float
+    gap: float
+    instances: int
+    worst: dict
+    def to_dict(self) -> dict: ...
+
+def check_verifier(
+    verifier: Any,
+    p: Optional[ArrayLike] = None,
+    q: Optional[ArrayLike] = None,
+    n: int = 2,
+    scheme: str = "iid",
+    *,
+    seed: int = 0,
+    instances: int = 200,
+) -> VerifierReport: ...
