@@ -13,8 +13,9 @@ const FAILED: u8 = 2;
 /// Keeps freed memory for reuse. Commands pass rows through in windows of
 /// a few MB; glibc, by default, gives each freed window back to the kernel
 /// (blocks above its mmap threshold are unmapped, the heap's top trimmed)
-/// and the next window faults the same pages in afresh, zeroed, which
-/// costs a whole-file `mdsd bound` about a third of its time. Raising both
+/// and the next window faults the same pages in afresh, zeroed: work
+/// that grows with the file, not with the rows solved (the figures are in
+/// benches/README.md). Raising both
 /// thresholds to glibc's ceiling for the mmap one (32 MB on 64-bit) keeps
 /// the pages; the peak is unchanged, as every window is the same size.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
