@@ -6,12 +6,18 @@
 //! succeeds on every row. Before timing, each configuration prints its
 //! success rates and largest |alpha - alpha*|. The full grid (64 rows, the
 //! full vocabulary) is `convex_grid.rs`.
+//!
+//! `optimal_convex_prepare` times what a decoding loop pays for the
+//! optimal verifier at k = 1000: `VerifierKind::OptimalConvex.prepare`
+//! from a built problem (solve and sampling tables), the Rust figure that
+//! `python/bench/bench_verifier.py` measures `mdsd.Verifier` against.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mdsd_benches::real_rows;
 use mdsd_bounds::optimal_acceptance;
 use mdsd_convex::{ConvexSolver, GlobalResolution};
 use mdsd_core::{DraftScheme, Problem, Solve};
+use mdsd_verify::VerifierKind;
 
 fn grid(c: &mut Criterion) {
     let rows = real_rows();
@@ -87,5 +93,35 @@ fn grid(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, grid);
+fn prepare(c: &mut Criterion) {
+    let rows = real_rows();
+    let mut group = c.benchmark_group("optimal_convex_prepare");
+    group.sample_size(20);
+    for n in [2, 4, 8] {
+        let problems: Vec<Problem> = rows
+            .iter()
+            .map(|(p, q)| {
+                Problem::new(
+                    p.clone(),
+                    DraftScheme::iid(q.top_k(1000).unwrap(), n).unwrap(),
+                )
+                .unwrap()
+            })
+            .collect();
+        let mut next = 0;
+        group.bench_with_input(
+            BenchmarkId::new("k1000", format!("n{n}")),
+            &problems,
+            |b, problems| {
+                b.iter(|| {
+                    next = (next + 1) % problems.len();
+                    VerifierKind::OptimalConvex.prepare(&problems[next]).is_ok()
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, grid, prepare);
 criterion_main!(benches);

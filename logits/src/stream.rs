@@ -386,9 +386,13 @@ impl RowReader {
         }
     }
 
-    /// What the rows hold, once decided.
+    /// What the rows hold: decided on opening, as the options say or from
+    /// the first row (`None` only for a file without rows).
     pub fn values(&self) -> Option<Values> {
-        self.options.values
+        match &self.whole {
+            Some(pairs) => Some(pairs.values),
+            None => self.options.values,
+        }
     }
 
     /// Rows `rows` (global numbers), checked as [`read_pairs`] checks a

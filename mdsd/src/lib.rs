@@ -54,4 +54,4 @@ pub use mdsd_core::{
 };
 pub use mdsd_flow::{FlowError, FlowSolution, FlowSolver};
 pub use mdsd_lp::{Formulation, LpError, LpSolution, LpSolver};
-pub use mdsd_verify::{OptimalFlow, Verifier, VerifierKind, VerifyError};
+pub use mdsd_verify::{OptimalFlow, Verifier, VerifierKind, VerifierSettings, VerifyError};

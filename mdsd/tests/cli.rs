@@ -611,9 +611,10 @@ fn compare_rates_verifiers_exactly() {
         ]
     );
     for v in verifiers {
-        assert_eq!(v.as_object().unwrap().len(), 5);
+        assert_eq!(v.as_object().unwrap().len(), 6);
         assert!(v["max_marginal_error"].as_f64().unwrap() < 1e-12, "{v}");
         assert!(v["chi2_p_value"].is_null());
+        assert!(v["detectable_tv"].is_null(), "exact: no power figure");
         assert!(v["acceptance_interval_99"].is_null(), "exact: no interval");
     }
     assert_eq!(doc["skipped"], serde_json::json!([]));
@@ -724,6 +725,10 @@ fn compare_in_sampling_mode() {
         assert!(v["max_marginal_error"].is_null());
         let p_value = v["chi2_p_value"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&p_value));
+        // Two degrees of freedom and 10^5 draws: a pass rules out a total
+        // variation of about sqrt(26 / 4e5) = 0.008 (99% power, level 0.01).
+        let tv = v["detectable_tv"].as_f64().unwrap();
+        assert!(0.005 < tv && tv < 0.012, "{v}");
     }
     let specinfer = doc["verifiers"]
         .as_array()

@@ -17,8 +17,8 @@ from ._mdsd import MdsdError
 from . import _mdsd
 
 __all__ = [
-    "MdsdError", "Solution", "Verifier", "VerifierReport", "alpha_star", "certificate",
-    "check_verifier", "solve",
+    "Evaluation", "MdsdError", "Solution", "Verifier", "VerifierReport", "alpha_star",
+    "certificate", "check_verifier", "evaluate", "evaluate_file", "solve",
 ]
 
 
@@ -106,8 +106,13 @@ def certificate(p, q, n, scheme="iid", *, logits=False, temperature=None, top_k=
     return _mdsd.certificate(_rows(p, "p"), _drafts(q, scheme), settings)
 
 
+# The preparation settings each verifier reads, by the names ``solve`` uses.
+_VERIFIER_PARAMS = {"khisti": {"truncation"}, "optimal-convex": {"tol"},
+                    "optimal-flow": {"max_sets"}}
+
+
 def Verifier(name, p, q, n, scheme="iid", *, logits=False, temperature=None, top_k=None,
-             top_p=None, draft_temperature=None, draft_top_k=None, draft_top_p=None):
+             top_p=None, draft_temperature=None, draft_top_k=None, draft_top_p=None, **params):
     """A built-in verifier (``"specinfer"``, ``"kseq"``, ``"khisti"``,
     ``"optimal-convex"``, ``"optimal-flow"``, ...) prepared for one row of
     p and q: ``.conditional(drafts)`` the output law over the vocabulary,
@@ -116,13 +121,25 @@ def Verifier(name, p, q, n, scheme="iid", *, logits=False, temperature=None, top
     parallel, without the GIL), ``.acceptance`` (closed form or exact
     enumeration; None past its limit) and ``.name``.
 
+    ``params`` set how it is prepared: ``truncation`` for "khisti" (pairs
+    among that many most likely draft tokens, 1 to 15), ``tol`` for
+    "optimal-convex" (the convex solver's tolerance), ``max_sets`` for
+    "optimal-flow" (the flow network's budget of draft sets).
+
     >>> v = mdsd.Verifier("optimal-convex", [0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2)
     >>> round(v.acceptance, 6), round(float(v.conditional([2, 2]).sum()), 12)
     (0.86, 1.0)
     """
+    known = _VERIFIER_PARAMS.get(name, set())
+    for key in params:
+        if key not in known:
+            takes = f"takes {', '.join(sorted(known))}" if known else "takes none"
+            raise MdsdError(f"Verifier {name!r}: no setting {key!r} ({name} {takes})")
     settings = _settings(p, q, n, scheme, logits, temperature, top_k, top_p, draft_temperature,
                          draft_top_k, draft_top_p)
-    return _mdsd.Verifier(name, _rows(p, "p"), _drafts(q, scheme), settings)
+    prepared = {"truncation": params.get("truncation"), "tolerance": params.get("tol"),
+                "max_sets": params.get("max_sets")}
+    return _mdsd.Verifier(name, _rows(p, "p"), _drafts(q, scheme), settings, prepared)
 
 
 class Solution:
@@ -170,37 +187,159 @@ def solve(p, q, n, method="lp", scheme="iid", *, logits=False, temperature=None,
     return Solution(fields, p.shape[-1])
 
 
+class Evaluation(dict):
+    """What ``evaluate`` and ``evaluate_file`` compute, as ``mdsd eval``
+    does: a dict of numpy arrays. ``"n"``: the numbers of drafts;
+    ``"alpha_star/<scheme>"``: alpha* per row and n, shape ``[..., len(n)]``
+    (the rows' leading shape); ``"acceptance/<verifier>"``: the verifier's
+    acceptance on ``"scheme/<verifier>"`` (the first of iid, wor, greedy,
+    top it runs on), exact where a closed form gives it, else sampled, with
+    its 99% Wilson interval in ``"acceptance_low/<verifier>"`` and
+    ``"acceptance_high/<verifier>"`` (NaN where exact). ``to_pandas()``
+    gives one row per position and n (pandas is not a dependency)."""
+
+    def to_pandas(self):
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("Evaluation.to_pandas needs pandas (pip install pandas); "
+                              "mdsd itself does not") from None
+        ns = self["n"]
+        arrays = {key: value for key, value in self.items()
+                  if isinstance(value, np.ndarray) and key != "n"}
+        rows = int(np.prod(next(iter(arrays.values())).shape[:-1])) if arrays else 0
+        frame = {"row": np.repeat(np.arange(rows), len(ns)), "n": np.tile(ns, rows)}
+        frame.update({key: value.reshape(-1) for key, value in arrays.items()})
+        return pd.DataFrame(frame)
+
+
+_EVAL_SCHEMES = ("iid", "wor", "greedy", "argmax", "top")
+_EVAL_VERIFIERS = ("specinfer", "optimal-convex")
+
+
+def evaluate(p, q, n=(1, 2, 4, 8), schemes=_EVAL_SCHEMES, verifiers=_EVAL_VERIFIERS, *,
+             logits=False, temperature=None, top_k=None, top_p=None, draft_temperature=None,
+             draft_top_k=None, draft_top_p=None, samples=20_000, seed=0):
+    """alpha* of each draft scheme and the acceptance of each verifier at
+    each number of drafts ``n``, for every row of ``p`` and ``q`` (``[...,
+    V]``, as ``alpha_star`` takes them): what ``mdsd eval`` computes, as an
+    ``Evaluation`` (a dict of arrays ``[..., len(n)]``). A verifier without
+    a closed form is sampled, ``samples`` draws per row and n, row r seeded
+    with ``seed + r`` as ``mdsd eval`` seeds it.
+
+    >>> e = mdsd.evaluate([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=[1, 2], schemes=["iid"])
+    >>> e["alpha_star/iid"].round(6).tolist(), e["acceptance/specinfer"].round(6).tolist()
+    ([0.7, 0.86], [0.7, 0.76])
+    """
+    ns = [int(k) for k in np.atleast_1d(n)]
+    settings = _settings(p, q, ns[0] if ns else 1, "iid", logits, temperature, top_k, top_p,
+                         draft_temperature, draft_top_k, draft_top_p)
+    fields = _mdsd.evaluate(_rows(p, "p"), [_rows(q, "q")], settings, ns, list(schemes),
+                            list(verifiers), int(samples), int(seed), 0)
+    return Evaluation(n=np.array(ns), **fields)
+
+
+# Rows of both sides, as float64, that one window of evaluate_file holds
+# (as mdsd eval's windows): memory stays bounded at any file size.
+_WINDOW_BYTES = 32 << 20
+
+
+def evaluate_file(path, n=(1, 2, 4, 8), schemes=_EVAL_SCHEMES, verifiers=_EVAL_VERIFIERS, *,
+                  first_row=0, rows=None, temperature=None, top_k=None, top_p=None,
+                  draft_temperature=None, draft_top_k=None, draft_top_p=None, samples=20_000,
+                  seed=0):
+    """``evaluate`` over the rows of a data file, as ``mdsd eval --data``
+    reads it (``.npz``, ``.safetensors``, a directory of ``.npy`` files or
+    of shards; logits or probabilities as the file says): ``rows`` rows
+    from ``first_row`` (all by default), read a window at a time so that
+    files larger than memory go through. The arrays are ``[rows, len(n)]``;
+    with the same settings the numbers are ``mdsd eval --json``'s per-row
+    values.
+    """
+    data = _mdsd.DataFile(str(path))
+    stop = data.rows if rows is None else first_row + int(rows)
+    if not 0 <= first_row < stop <= data.rows:
+        raise MdsdError(f"rows {first_row}..{stop}: {path} holds {data.rows} rows")
+    ns = [int(k) for k in np.atleast_1d(n)]
+    window = max(1, _WINDOW_BYTES // (16 * data.shape[-1]))
+    parts = []
+    for start in range(first_row, stop, window):
+        p, q = data.read(start, min(stop, start + window))
+        settings = _settings(p, q, ns[0] if ns else 1, "iid", data.values == "logits",
+                             temperature, top_k, top_p, draft_temperature, draft_top_k,
+                             draft_top_p)
+        parts.append(_mdsd.evaluate(p, [q], settings, ns, list(schemes), list(verifiers),
+                                    int(samples), int(seed), start - first_row))
+    joined = {key: np.concatenate([part[key] for part in parts])
+              if isinstance(parts[0][key], np.ndarray) else parts[0][key] for key in parts[0]}
+    return Evaluation(n=np.array(ns), **joined)
+
+
 class VerifierReport:
-    """What ``check_verifier`` found: ``lossless`` (every output marginal is
-    p within 1e-9, every conditional a law), ``max_marginal_error``,
-    ``max_law_error``, ``acceptance``, ``alpha_star`` and ``gap`` (means over
-    the instances), ``instances``, and ``worst`` (the p, q and error of the
-    instance furthest from p). ``to_dict()`` gives them as a dict."""
+    """What ``check_verifier`` found, in either mode.
+
+    Both modes: ``mode`` ("exact" or "sampling"), ``lossless``,
+    ``acceptance``, ``alpha_star``, ``gap`` (alpha* - acceptance),
+    ``instances``. Exact mode: ``max_marginal_error`` (the largest
+    |output marginal - p|), ``max_law_error`` (how far a conditional is
+    from a law), ``worst`` (the p, q and error of the instance furthest
+    from p); ``lossless`` when both are within 1e-9. Sampling mode:
+    ``samples``, ``p_value`` and ``statistic`` (Pearson's chi-square of the
+    output against p over ``degrees_of_freedom``), ``level`` (``lossless``
+    when ``p_value >= level``), ``detectable_tv`` (the smallest total
+    variation from p the test detects with 99% power at this sample size:
+    what a pass rules out), ``acceptance_interval`` (Wilson, 99%), and the
+    negative control: ``control_p_value`` of the same run against a target
+    moved ``control_tv`` from p, ``control_detected`` (False: the test had
+    no power, or the verifier does not read its p). Fields of the other
+    mode are None. ``to_dict()`` gives them as a dict."""
 
     TOLERANCE = 1e-9
+    _FIELDS = ("mode", "lossless", "acceptance", "alpha_star", "gap", "instances",
+               "max_marginal_error", "max_law_error", "samples", "p_value", "statistic",
+               "degrees_of_freedom", "level", "detectable_tv", "acceptance_interval",
+               "control_p_value", "control_tv", "control_detected")
 
-    def __init__(self, errors, law_errors, acceptances, alphas, worst):
-        self.instances = len(errors)
-        self.max_marginal_error = float(max(errors))
-        self.max_law_error = float(max(law_errors))
-        self.lossless = self.max_marginal_error <= self.TOLERANCE and self.max_law_error <= self.TOLERANCE
-        self.acceptance = float(np.mean(acceptances))
-        self.alpha_star = float(np.mean(alphas))
+    def __init__(self, **fields):
+        for key in self._FIELDS:
+            setattr(self, key, fields.get(key))
+        self.worst = fields.get("worst")
         self.gap = self.alpha_star - self.acceptance
-        self.worst = worst
+
+    @classmethod
+    def _exact(cls, errors, law_errors, acceptances, alphas, worst):
+        max_marginal_error, max_law_error = float(max(errors)), float(max(law_errors))
+        return cls(mode="exact", instances=len(errors), max_marginal_error=max_marginal_error,
+                   max_law_error=max_law_error,
+                   lossless=max(max_marginal_error, max_law_error) <= cls.TOLERANCE,
+                   acceptance=float(np.mean(acceptances)), alpha_star=float(np.mean(alphas)),
+                   worst=worst)
 
     def to_dict(self):
-        return {key: getattr(self, key) for key in (
-            "lossless", "max_marginal_error", "max_law_error", "acceptance", "alpha_star", "gap",
-            "instances")}
+        return {key: getattr(self, key) for key in self._FIELDS}
 
     def __repr__(self):
         verdict = "lossless" if self.lossless else "NOT lossless"
-        rows = [("verdict", verdict), ("instances", self.instances),
-                ("max |output - p|", f"{self.max_marginal_error:.3e}"),
-                ("max law error", f"{self.max_law_error:.3e}"),
-                ("acceptance", f"{self.acceptance:.12f}"), ("alpha*", f"{self.alpha_star:.12f}"),
-                ("gap to alpha*", f"{self.gap:.3e}")]
+        rows = [("verdict", verdict)]
+        if self.mode == "exact":
+            rows += [("instances", self.instances),
+                     ("max |output - p|", f"{self.max_marginal_error:.3e}"),
+                     ("max law error", f"{self.max_law_error:.3e}"),
+                     ("acceptance", f"{self.acceptance:.12f}")]
+        else:
+            low, high = self.acceptance_interval
+            rows += [("samples", self.samples),
+                     ("chi2 p-value", f"{self.p_value:.3e} (level {self.level}, "
+                                      f"{self.degrees_of_freedom} degrees of freedom)"),
+                     ("detectable TV", f"{self.detectable_tv:.3e} (99% power)"),
+                     ("acceptance", f"{self.acceptance:.6f} [{low:.6f}, {high:.6f}] 99%")]
+            if self.control_detected is not None:
+                control = "detected" if self.control_detected else (
+                    "NOT detected: the test had no power here (more samples), or the "
+                    "verifier does not read its p")
+                rows.append(("negative control", f"target moved {self.control_tv:.2e} in TV: "
+                                                 f"p-value {self.control_p_value:.3e}, {control}"))
+        rows += [("alpha*", f"{self.alpha_star:.12f}"), ("gap to alpha*", f"{self.gap:.3e}")]
         return "\n".join(f"{name:<18}{value}" for name, value in rows)
 
 
@@ -247,21 +386,56 @@ def _random_instances(count, n, scheme, seed):
         yield p, q
 
 
-def check_verifier(verifier, p=None, q=None, n=2, scheme="iid", *, seed=0, instances=200):
-    """Whether a verifier preserves the target distribution, by exact
-    enumeration: ``verifier(p, q, drafts)`` returns the output law (an array
-    over the vocabulary) given the drafts, a tuple of ``n`` token ids.
-    Every draft tuple of ``scheme`` ("iid" or "wor") is enumerated, for the
-    given ``p``, ``q`` (1-D, small V), or else for ``instances`` random small
-    ones drawn from ``seed``; the output marginal is compared with p and the
-    acceptance with alpha*. Returns a ``VerifierReport``.
+def check_verifier(verifier, p=None, q=None, n=2, scheme="iid", *, samples=None, seed=0,
+                   instances=200, batched=False, batch_size=8192, level=0.01, control=True):
+    """Whether a verifier preserves the target distribution, and how far
+    its acceptance is from alpha*. Returns a ``VerifierReport``.
+
+    Exact mode (``samples=None``): ``verifier(p, q, drafts)`` returns the
+    output law (an array over the vocabulary) given the drafts, a tuple of
+    ``n`` token ids. Every draft tuple of ``scheme`` ("iid" or "wor") is
+    enumerated with its probability, for the given ``p``, ``q`` (1-D, V^n at
+    most 10^6), or else for ``instances`` random small ones drawn from
+    ``seed`` (2 to 5 tokens, flat to peaked, with zeros and ties); the
+    output marginal sum_drafts P(drafts) law(drafts) is compared with p and
+    the acceptance with alpha*. Lossless means within 1e-9 everywhere.
+
+    Sampling mode (``samples=N``), at any vocabulary size:
+    ``verifier(p, q, drafts, rng)`` returns one output token for a tuple of
+    drafts, with ``rng`` a ``numpy.random.Generator`` it may draw from. With
+    ``batched=True`` it takes ``drafts`` as an int64 array ``[B, n]`` (B at
+    most ``batch_size``) and returns ``[B]`` tokens, which is how a verifier
+    at V = 151936 checks 10^5 samples in seconds. mdsd draws the N draft
+    tuples from ``q`` by ``scheme`` (any scheme; ``q`` a list for
+    "independent"), tests the outputs against p with Pearson's chi-square
+    (``p_value``; lossless when it is at least ``level``), reports
+    ``detectable_tv``, the smallest total variation from p the test would
+    detect with 99% power at N (a pass rules out that much, not less), the
+    acceptance with its 99% Wilson interval, and with ``control=True`` a
+    negative control: the same drafts given a target moved 1.5 times
+    ``detectable_tv`` from p must fail the test against p, else the report
+    says the test had no power. ``p`` and ``q`` default to a random pair at
+    V = 1000.
 
     >>> report = mdsd.check_verifier(
     ...     lambda p, q, drafts: mdsd.Verifier("specinfer", p, q, len(drafts)).conditional(drafts),
     ...     instances=20)
     >>> report.lossless
     True
+    >>> def specinfer(p, q, drafts, rng):
+    ...     return mdsd.Verifier("specinfer", p, q, drafts.shape[1]).sample_batch(
+    ...         drafts, seed=int(rng.integers(2**63)))
+    >>> report = mdsd.check_verifier(specinfer, samples=20_000, batched=True)
+    >>> report.lossless, report.control_detected
+    (True, True)
     """
+    if samples is not None:
+        return _check_sampled(verifier, p, q, n, scheme, samples, seed, batched, batch_size,
+                              level, control)
+    return _check_exact(verifier, p, q, n, scheme, seed, instances)
+
+
+def _check_exact(verifier, p, q, n, scheme, seed, instances):
     if p is not None or q is not None:
         cases = [(_rows(p, "p").astype(np.float64), _rows(q, "q").astype(np.float64))]
         if cases[0][0].ndim != 1 or len(cases[0][0]) ** n > 1_000_000:
@@ -290,4 +464,83 @@ def check_verifier(verifier, p=None, q=None, n=2, scheme="iid", *, seed=0, insta
         alphas.append(alpha_star(p_row, q_row, n, scheme))
         if worst is None or error > worst["error"]:
             worst = {"p": p_row, "q": q_row, "error": error}
-    return VerifierReport(errors, law_errors, acceptances, alphas, worst)
+    return VerifierReport._exact(errors, law_errors, acceptances, alphas, worst)
+
+
+def _check_sampled(verifier, p, q, n, scheme, samples, seed, batched, batch_size, level, control):
+    if (p is None) != (q is None):
+        raise MdsdError("give both p and q, or neither for a random pair")
+    if p is None:
+        rng = np.random.default_rng(seed)
+        p, q = rng.dirichlet(np.full(1000, 0.3)), rng.dirichlet(np.full(1000, 0.3))
+    if int(samples) < 1:
+        raise MdsdError(f"samples={samples}: expected at least 1")
+    p = _law(p, "p")
+    if scheme == "independent":
+        q = [_law(x, f"q[{i}]") for i, x in enumerate(q)]
+    else:
+        q = _law(q, "q")
+    settings = _settings(p, q, n, scheme, False, None, None, None, None, None, None)
+    drafts = _mdsd.sample_drafts(p, _drafts(q, scheme), settings, int(samples), seed)
+    outputs = _outputs(verifier, p, q, drafts, batched, batch_size, seed)
+    fit = _mdsd.goodness_of_fit(outputs, p, level)
+    accepted = int((drafts == outputs[:, None]).any(axis=1).sum())
+    fields = {
+        "mode": "sampling", "instances": 1, "samples": int(samples), "level": level,
+        "lossless": fit["p_value"] >= level, "acceptance": accepted / samples,
+        "acceptance_interval": _mdsd.wilson_interval(accepted, int(samples)),
+        "alpha_star": alpha_star(p, q, n, scheme), **fit,
+    }
+    if control:
+        moved, control_tv = _moved(p, 1.5 * fit["detectable_tv"])
+        control_outputs = _outputs(verifier, moved, q, drafts, batched, batch_size, seed + 1)
+        control_p_value = _mdsd.goodness_of_fit(control_outputs, p, level)["p_value"]
+        fields.update(control_tv=control_tv, control_p_value=control_p_value,
+                      control_detected=control_p_value < level)
+    return VerifierReport(**fields)
+
+
+def _law(x, name):
+    """A 1-D float64 law, renormalised."""
+    row = _rows(x, name).astype(np.float64)
+    if row.ndim != 1:
+        raise MdsdError(f"{name} has shape {row.shape}: sampling mode checks one 1-D row")
+    return row / row.sum()
+
+
+def _outputs(verifier, p, q, drafts, batched, batch_size, seed):
+    """The verifier's output token for every draft tuple, as int64."""
+    rng = np.random.default_rng(seed)
+    if batched:
+        parts = []
+        for start in range(0, len(drafts), batch_size):
+            chunk = drafts[start:start + batch_size]
+            out = np.asarray(verifier(p, q, chunk, rng))
+            if out.shape != (len(chunk),):
+                raise MdsdError(f"the batched verifier returned shape {out.shape} for drafts of "
+                                f"shape {chunk.shape}; expected ({len(chunk)},)")
+            parts.append(out)
+        outputs = np.concatenate(parts)
+    else:
+        outputs = np.asarray([verifier(p, q, tuple(row), rng) for row in drafts.tolist()])
+    if outputs.dtype.kind not in "iu":
+        raise MdsdError(f"the verifier returned {outputs.dtype} outputs; expected token ids")
+    return outputs.astype(np.int64)
+
+
+def _moved(p, tv):
+    """p with mass ``tv`` moved from its lighter tokens to the heaviest ones
+    that hold half its mass (in proportion on each side: the least
+    detectable law at that distance), and the distance actually moved
+    (at most what the light side holds)."""
+    order = np.argsort(-p, kind="stable")
+    heavy = order[:int(np.searchsorted(np.cumsum(p[order]), 0.5)) + 1]
+    mass = float(p[heavy].sum())
+    if mass >= 1.0:
+        # All mass on the heavy side: spread tv over the vocabulary.
+        tv = min(tv, 0.5)
+        return (1 - tv) * p + tv / len(p), tv * (1 - mass / len(p))
+    tv = min(tv, 1.0 - mass)
+    moved = p * (1 - tv / (1.0 - mass))
+    moved[heavy] = p[heavy] * (1 + tv / mass)
+    return moved / moved.sum(), tv

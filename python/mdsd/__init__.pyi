@@ -1,40 +1,36 @@
-from typing import Any, Optional, Sequence, Union
+import os
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, TypedDict, Union
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import Unpack
 
 ArrayLike = Any  # numpy arrays, CPU tensors (__array__ / __dlpack__), nested lists
+Drafts = Union[ArrayLike, Sequence[ArrayLike]]  # a list of rows for scheme="independent"
 
 class MdsdError(ValueError): ...
 
-def alpha_star(
-    p: ArrayLike,
-    q: Union[ArrayLike, Sequence[ArrayLike]],
-    n: int,
-    scheme: str = "iid",
-    *,
-    logits: bool = False,
-    temperature: Optional[float] = None,
-    top_k: Optional[int] = None,
-    top_p: Optional[float] = None,
-    draft_temperature: Optional[float] = None,
-    draft_top_k: Optional[int] = None,
-    draft_top_p: Optional[float] = None,
-) -> Union[float, npt.NDArray[np.float64]]: ...
+class FileTransforms(TypedDict, total=False):
+    """The transforms of both sides; the draft_ ones replace them on the
+    draft's side."""
 
+    temperature: Optional[float]
+    top_k: Optional[int]
+    top_p: Optional[float]
+    draft_temperature: Optional[float]
+    draft_top_k: Optional[int]
+    draft_top_p: Optional[float]
+
+class Transforms(FileTransforms, total=False):
+    """What the rows hold (logits=True: logits) and their transforms."""
+
+    logits: bool
+
+def alpha_star(
+    p: ArrayLike, q: Drafts, n: int, scheme: str = "iid", **transforms: Unpack[Transforms]
+) -> Union[float, npt.NDArray[np.float64]]: ...
 def certificate(
-    p: ArrayLike,
-    q: Union[ArrayLike, Sequence[ArrayLike]],
-    n: int,
-    scheme: str = "iid",
-    *,
-    logits: bool = False,
-    temperature: Optional[float] = None,
-    top_k: Optional[int] = None,
-    top_p: Optional[float] = None,
-    draft_temperature: Optional[float] = None,
-    draft_top_k: Optional[int] = None,
-    draft_top_p: Optional[float] = None,
+    p: ArrayLike, q: Drafts, n: int, scheme: str = "iid", **transforms: Unpack[Transforms]
 ) -> npt.NDArray[np.bool_]: ...
 
 class _Verifier:
@@ -44,22 +40,20 @@ class _Verifier:
     def acceptance(self) -> Optional[float]: ...
     def conditional(self, drafts: Sequence[int]) -> npt.NDArray[np.float64]: ...
     def sample(self, drafts: Sequence[int], seed: Optional[int] = None) -> int: ...
-    def sample_batch(self, drafts: npt.NDArray[np.int64], seed: Optional[int] = None) -> npt.NDArray[np.int64]: ...
+    def sample_batch(
+        self, drafts: npt.NDArray[np.int64], seed: Optional[int] = None
+    ) -> npt.NDArray[np.int64]: ...
+
+class VerifierParams(Transforms, total=False):
+    """Transforms, and how a verifier is prepared."""
+
+    truncation: int
+    tol: float
+    max_sets: int
 
 def Verifier(
-    name: str,
-    p: ArrayLike,
-    q: Union[ArrayLike, Sequence[ArrayLike]],
-    n: int,
-    scheme: str = "iid",
-    *,
-    logits: bool = False,
-    temperature: Optional[float] = None,
-    top_k: Optional[int] = None,
-    top_p: Optional[float] = None,
-    draft_temperature: Optional[float] = None,
-    draft_top_k: Optional[int] = None,
-    draft_top_p: Optional[float] = None,
+    name: str, p: ArrayLike, q: Drafts, n: int, scheme: str = "iid",
+    **params: Unpack[VerifierParams],
 ) -> _Verifier: ...
 
 class Solution:
@@ -73,43 +67,80 @@ class Solution:
 
 def solve(
     p: ArrayLike,
-    q: Union[ArrayLike, Sequence[ArrayLike]],
+    q: Drafts,
     n: int,
     method: str = "lp",
     scheme: str = "iid",
     *,
-    logits: bool = False,
-    temperature: Optional[float] = None,
-    top_k: Optional[int] = None,
-    top_p: Optional[float] = None,
-    draft_temperature: Optional[float] = None,
-    draft_top_k: Optional[int] = None,
-    draft_top_p: Optional[float] = None,
     formulation: str = "full",
     max_variables: Optional[int] = None,
     max_sets: Optional[int] = None,
     decomposed: bool = False,
     tol: Optional[float] = None,
+    **transforms: Unpack[Transforms],
 ) -> Solution: ...
 
 class VerifierReport:
+    mode: str
     lossless: bool
-    max_marginal_error: float
-    max_law_error: float
     acceptance: float
     alpha_star: float
     gap: float
     instances: int
-    worst: dict
-    def to_dict(self) -> dict: ...
+    max_marginal_error: Optional[float]
+    max_law_error: Optional[float]
+    worst: Optional[dict]
+    samples: Optional[int]
+    p_value: Optional[float]
+    statistic: Optional[float]
+    degrees_of_freedom: Optional[int]
+    level: Optional[float]
+    detectable_tv: Optional[float]
+    acceptance_interval: Optional[Tuple[float, float]]
+    control_p_value: Optional[float]
+    control_tv: Optional[float]
+    control_detected: Optional[bool]
+    def to_dict(self) -> Dict[str, Any]: ...
 
 def check_verifier(
-    verifier: Any,
+    verifier: Callable[..., Any],
     p: Optional[ArrayLike] = None,
-    q: Optional[ArrayLike] = None,
+    q: Optional[Drafts] = None,
     n: int = 2,
     scheme: str = "iid",
     *,
+    samples: Optional[int] = None,
     seed: int = 0,
     instances: int = 200,
+    batched: bool = False,
+    batch_size: int = 8192,
+    level: float = 0.01,
+    control: bool = True,
 ) -> VerifierReport: ...
+
+class Evaluation(Dict[str, Any]):
+    def to_pandas(self) -> Any: ...
+
+def evaluate(
+    p: ArrayLike,
+    q: ArrayLike,
+    n: Sequence[int] = (1, 2, 4, 8),
+    schemes: Sequence[str] = ("iid", "wor", "greedy", "argmax", "top"),
+    verifiers: Sequence[str] = ("specinfer", "optimal-convex"),
+    *,
+    samples: int = 20_000,
+    seed: int = 0,
+    **transforms: Unpack[Transforms],
+) -> Evaluation: ...
+def evaluate_file(
+    path: Union[str, "os.PathLike[str]"],
+    n: Sequence[int] = (1, 2, 4, 8),
+    schemes: Sequence[str] = ("iid", "wor", "greedy", "argmax", "top"),
+    verifiers: Sequence[str] = ("specinfer", "optimal-convex"),
+    *,
+    first_row: int = 0,
+    rows: Optional[int] = None,
+    samples: int = 20_000,
+    seed: int = 0,
+    **transforms: Unpack[FileTransforms],
+) -> Evaluation: ...

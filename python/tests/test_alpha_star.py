@@ -137,3 +137,11 @@ def test_independent_drafts_take_a_list():
     p = [0.4, 0.3, 0.2, 0.1]
     q = [[0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1]]
     assert abs(mdsd.alpha_star(p, q, 2, scheme="independent") - 0.98) < 1e-12
+
+
+def test_type_stubs_name_the_whole_api():
+    import ast
+
+    stubs = ast.parse((ROOT / "python" / "mdsd" / "__init__.pyi").read_text())
+    named = {node.name for node in stubs.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    assert set(mdsd.__all__) <= named, set(mdsd.__all__) - named

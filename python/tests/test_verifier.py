@@ -88,3 +88,30 @@ def test_solve_agrees_with_the_closed_form(method):
             assert solution.plan is None
     with pytest.raises(ValueError, match="method"):
         mdsd.solve(p, q, 2, method="simplex")
+
+
+@pytest.mark.parametrize("truncation", [1, 2, 5])
+def test_khisti_truncation_is_lossless_and_weakly_better(truncation):
+    rng = np.random.default_rng(truncation)
+    p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+    report = mdsd.check_verifier(
+        lambda p, q, d: mdsd.Verifier("khisti", p, q, 2, truncation=truncation).conditional(d),
+        p, q, n=2)
+    assert report.lossless, report
+    narrower = mdsd.Verifier("khisti", p, q, 2, truncation=1).acceptance
+    assert mdsd.Verifier("khisti", p, q, 2, truncation=truncation).acceptance >= narrower - 1e-12
+
+
+def test_preparation_settings():
+    p, q = [0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4]
+    alpha = mdsd.alpha_star(p, q, 2)
+    for tol in (1e-3, 1e-9):
+        assert abs(mdsd.Verifier("optimal-convex", p, q, 2, tol=tol).acceptance - alpha) < 10 * tol
+    with pytest.raises(ValueError, match="truncation s = 16"):
+        mdsd.Verifier("khisti", p, q, 2, truncation=16)
+    with pytest.raises(ValueError, match="tolerance = -1"):
+        mdsd.Verifier("optimal-convex", p, q, 2, tol=-1)
+    with pytest.raises(ValueError, match="budget of 3"):
+        mdsd.Verifier("optimal-flow", p, q, 2, max_sets=3)
+    with pytest.raises(ValueError, match="no setting 'tol'"):
+        mdsd.Verifier("specinfer", p, q, 2, tol=1e-3)

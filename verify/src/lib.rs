@@ -117,9 +117,12 @@ pub use greedy::{Deterministic, Greedy, SpecHub};
 pub use khisti::{KHISTI_MAX_TRUNCATION, KHISTI_TRUNCATION, Khisti};
 pub use kseq::KSeq;
 pub use optimal::{OptimalConvex, OptimalFlow};
-pub use registry::VerifierKind;
+pub use registry::{Rating, VerifierKind, VerifierSettings};
 pub use rejection::{RrsWithoutReplacement, SpecInfer};
-pub use sampling::{SampledReport, Z_99, sampled, sampled_with_progress};
+pub use sampling::{
+    GoodnessOfFit, LEVEL, POWER, SampledReport, Z_99, detectable_tv, goodness_of_fit, sampled,
+    sampled_with_progress, wilson_interval,
+};
 
 /// A law over output tokens: `(token, probability)` pairs, tokens distinct,
 /// probabilities positive and summing to 1.

@@ -7,12 +7,44 @@ use std::str::FromStr;
 
 use mdsd_convex::ConvexSolver;
 use mdsd_core::{Problem, SchemeKind, Solve};
+use mdsd_flow::FlowSolver;
 
 use crate::acceptance::{kseq_acceptance, naive_acceptance, nss_acceptance, specinfer_acceptance};
 use crate::{
     Deterministic, Greedy, KHISTI_TRUNCATION, KSeq, Khisti, Naive, Nss, OptimalConvex, OptimalFlow,
     RrsWithoutReplacement, SpecHub, SpecInfer, Verifier, VerifyError, check_draft_count,
 };
+
+/// A verifier's acceptance as [`VerifierKind::rate`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rating {
+    pub acceptance: f64,
+    /// The Wilson 99% interval of a sampled acceptance; `None` when exact.
+    pub interval: Option<(f64, f64)>,
+}
+
+/// What preparing a verifier may be told beyond the problem.
+#[derive(Debug, Clone)]
+pub struct VerifierSettings {
+    /// Khisti et al.'s truncation: pairs among this many most likely draft
+    /// tokens are weighted by the LP (1 to [`crate::KHISTI_MAX_TRUNCATION`]).
+    pub khisti_truncation: usize,
+    /// The convex solver `optimal-convex` solves with (its tolerance).
+    pub convex: ConvexSolver,
+    /// The max-flow solver `optimal-flow` solves with (its budget of draft
+    /// sets).
+    pub flow: FlowSolver,
+}
+
+impl Default for VerifierSettings {
+    fn default() -> Self {
+        Self {
+            khisti_truncation: KHISTI_TRUNCATION,
+            convex: ConvexSolver::default(),
+            flow: FlowSolver::default(),
+        }
+    }
+}
 
 /// The built-in token-level verifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,9 +142,19 @@ impl VerifierKind {
         })
     }
 
-    /// Prepares the verifier for a problem (default settings: Khisti's
-    /// truncation of 15 tokens, the convex solver's default tolerance).
+    /// Prepares the verifier for a problem with the default settings
+    /// (Khisti's truncation of 15 tokens, the solvers' defaults).
     pub fn prepare(self, problem: &Problem) -> Result<Box<dyn Verifier>, VerifyError> {
+        self.prepare_with(problem, &VerifierSettings::default())
+    }
+
+    /// Prepares the verifier for a problem with `settings` (each verifier
+    /// reads the ones that concern it).
+    pub fn prepare_with(
+        self,
+        problem: &Problem,
+        settings: &VerifierSettings,
+    ) -> Result<Box<dyn Verifier>, VerifyError> {
         self.check_scheme(problem.drafts().kind())?;
         check_draft_count(problem)?;
         Ok(match self {
@@ -122,13 +164,57 @@ impl VerifierKind {
             VerifierKind::RrsWithoutReplacement => Box::new(RrsWithoutReplacement::new(problem)),
             VerifierKind::KSeq => Box::new(KSeq::new(problem)),
             VerifierKind::SpecHub => Box::new(SpecHub::new(problem)),
-            VerifierKind::Khisti => Box::new(Khisti::new(problem, KHISTI_TRUNCATION)?),
+            VerifierKind::Khisti => Box::new(Khisti::new(problem, settings.khisti_truncation)?),
             VerifierKind::Greedy => Box::new(Greedy::new(problem)),
             VerifierKind::Deterministic => Box::new(Deterministic::new(problem)),
-            VerifierKind::OptimalFlow => Box::new(OptimalFlow::new(problem)?),
-            VerifierKind::OptimalConvex => {
-                Box::new(OptimalConvex::new(problem, &ConvexSolver::default())?)
-            }
+            VerifierKind::OptimalFlow => Box::new(OptimalFlow::from_plan(
+                settings.flow.solve(problem)?.plan,
+                problem.drafts().n(),
+            )),
+            VerifierKind::OptimalConvex => Box::new(OptimalConvex::new(problem, &settings.convex)?),
+        })
+    }
+
+    /// The draft scheme a verifier is rated on where the scheme is not
+    /// given (`mdsd eval`, `mdsd.evaluate`): the first of iid, wor, greedy,
+    /// top it supports.
+    pub fn rated_scheme(self) -> Option<SchemeKind> {
+        [
+            SchemeKind::Iid,
+            SchemeKind::WithoutReplacement,
+            SchemeKind::Greedy,
+            SchemeKind::Top,
+        ]
+        .into_iter()
+        .find(|&scheme| self.supports(scheme))
+    }
+
+    /// The verifier's acceptance on `problem`: exact from its closed form
+    /// where it has one ([`Self::exact_acceptance`]), else the estimate of
+    /// `draws` seeded draws with its Wilson 99% interval, `progress`
+    /// called as in [`crate::sampled_with_progress`] (and once with
+    /// `draws` for an exact one).
+    pub fn rate(
+        self,
+        problem: &Problem,
+        convex: &ConvexSolver,
+        draws: u64,
+        seed: u64,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<Rating, VerifyError> {
+        if let Some(acceptance) = self.exact_acceptance(problem, convex) {
+            progress(draws);
+            return Ok(Rating {
+                acceptance: acceptance?,
+                interval: None,
+            });
+        }
+        let verifier = self.prepare(problem)?;
+        let report =
+            crate::sampled_with_progress(problem, verifier.as_ref(), draws, seed, progress)?;
+        Ok(Rating {
+            acceptance: report.acceptance,
+            interval: Some(report.acceptance_interval),
         })
     }
 

@@ -35,6 +35,10 @@ pub struct SampledReport {
     pub degrees_of_freedom: usize,
     /// P(chi-square >= chi2) under p: small means the output is not p.
     pub chi2_p_value: f64,
+    /// The smallest total variation between the binned output law and p
+    /// that the test at level [`LEVEL`] detects with 99% power at this
+    /// many draws: what a pass rules out.
+    pub detectable_tv: f64,
 }
 
 /// Sampling mode: `draws` seeded draws of drafts and output, in parallel;
@@ -89,28 +93,41 @@ pub fn sampled_with_progress(
                 Ok((a, x + y))
             },
         )?;
-    let (chi2, degrees_of_freedom, chi2_p_value) =
-        chi_square(&counts, problem.target().probs(), draws);
+    let fit = goodness_of_fit(&counts, problem.target().probs(), draws);
     let acceptance = accepted as f64 / draws as f64;
     Ok(SampledReport {
         name: verifier.name().to_string(),
         draws,
         acceptance,
         acceptance_interval: wilson_interval(acceptance, draws as f64, Z_99),
-        chi2,
-        degrees_of_freedom,
-        chi2_p_value,
+        chi2: fit.statistic,
+        degrees_of_freedom: fit.degrees_of_freedom,
+        chi2_p_value: fit.p_value,
+        detectable_tv: detectable_tv(fit.degrees_of_freedom, draws, LEVEL, POWER),
     })
+}
+
+/// Pearson's chi-square test of output counts against p.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GoodnessOfFit {
+    pub statistic: f64,
+    pub degrees_of_freedom: usize,
+    /// P(chi-square >= statistic) under p: small means the output is not p.
+    pub p_value: f64,
 }
 
 /// Pearson's chi-square of `counts` against `draws` x p. Tokens with
 /// expected count below 5 are lumped into one bin (merged into the smallest
 /// bin if even that is below 5). An output of a token with p = 0 is an
 /// infinite statistic and p-value 0.
-pub(crate) fn chi_square(counts: &HashMap<usize, u64>, p: &[f64], draws: u64) -> (f64, usize, f64) {
+pub fn goodness_of_fit(counts: &HashMap<usize, u64>, p: &[f64], draws: u64) -> GoodnessOfFit {
     let n = draws as f64;
-    if counts.keys().any(|&y| p[y] == 0.0) {
-        return (f64::INFINITY, 0, 0.0);
+    if counts.keys().any(|&y| p.get(y).is_none_or(|&py| py == 0.0)) {
+        return GoodnessOfFit {
+            statistic: f64::INFINITY,
+            degrees_of_freedom: 0,
+            p_value: 0.0,
+        };
     }
     let mut bins: Vec<(f64, f64)> = Vec::new();
     let (mut rest_observed, mut rest_expected) = (0.0, 0.0);
@@ -135,18 +152,159 @@ pub(crate) fn chi_square(counts: &HashMap<usize, u64>, p: &[f64], draws: u64) ->
         .filter(|b| b.1 > 0.0)
         .map(|(o, e)| (o - e) * (o - e) / e)
         .sum();
-    let dof = bins.len().saturating_sub(1);
-    let p_value = match ChiSquared::new(dof as f64) {
-        Ok(distribution) if dof > 0 => distribution.sf(statistic),
+    let degrees_of_freedom = bins.len().saturating_sub(1);
+    let p_value = match ChiSquared::new(degrees_of_freedom as f64) {
+        Ok(distribution) if degrees_of_freedom > 0 => distribution.sf(statistic),
         _ => 1.0,
     };
-    (statistic, dof, p_value)
+    GoodnessOfFit {
+        statistic,
+        degrees_of_freedom,
+        p_value,
+    }
 }
 
-/// Wilson score interval for a proportion `phat` of `n` trials.
-fn wilson_interval(phat: f64, n: f64, z: f64) -> (f64, f64) {
+/// The level at which a sampled report's `detectable_tv` is computed (a
+/// p-value below it is a failure).
+pub const LEVEL: f64 = 0.01;
+/// The power at which a sampled report's `detectable_tv` is computed.
+pub const POWER: f64 = 0.99;
+
+/// The smallest total variation distance d between p and an output law
+/// (both binned as the test bins them) that a chi-square test with
+/// `degrees_of_freedom` at `level` detects with probability at least
+/// `power` from `draws` draws, whatever the law at that distance.
+///
+/// Under an output law p', Pearson's statistic is approximately noncentral
+/// chi-square with noncentrality draws x chi2(p' || p); among laws at total
+/// variation d the divergence chi2(p' || p) = sum (p' - p)^2 / p is at
+/// least 4 d^2 (Cauchy-Schwarz: (sum |p' - p|)^2 <= chi2(p' || p) x sum p,
+/// equal when p' moves d between two halves of p's mass). So d =
+/// sqrt(lambda / (4 draws)) where lambda is the noncentrality at which the
+/// power is reached, found by bisection. One when no distance is
+/// detectable.
+pub fn detectable_tv(degrees_of_freedom: usize, draws: u64, level: f64, power: f64) -> f64 {
+    let k = degrees_of_freedom as f64;
+    let Ok(central) = ChiSquared::new(k) else {
+        return 1.0;
+    };
+    let critical = central.inverse_cdf(1.0 - level);
+    // A distance of 1 needs only chi2(p' || p) >= 4: bracket lambda within
+    // [0, 4 draws].
+    let (mut low, mut high) = (0.0, 4.0 * draws as f64);
+    if noncentral_chi_square_sf(k, high, critical) < power {
+        return 1.0;
+    }
+    for _ in 0..60 {
+        let middle = 0.5 * (low + high);
+        if noncentral_chi_square_sf(k, middle, critical) >= power {
+            high = middle;
+        } else {
+            low = middle;
+        }
+    }
+    (high / (4.0 * draws as f64)).sqrt().min(1.0)
+}
+
+/// P(X > x) for X noncentral chi-square with k degrees of freedom and
+/// noncentrality lambda, by its Poisson mixture of central laws (Johnson,
+/// Kotz & Balakrishnan, Continuous Univariate Distributions 2, eq. 29.2):
+/// sum over j of Poisson(j; lambda / 2) x P(chi2_{k + 2j} > x), over the
+/// j within 12 standard deviations of lambda / 2, which hold all but a
+/// negligible part of the Poisson mass. statrs has the central law only.
+fn noncentral_chi_square_sf(k: f64, lambda: f64, x: f64) -> f64 {
+    let mean = 0.5 * lambda;
+    let spread = 12.0 * mean.sqrt() + 12.0;
+    let first = (mean - spread).max(0.0).floor() as u64;
+    let last = (mean + spread).ceil() as u64;
+    (first..=last)
+        .map(|j| {
+            let j = j as f64;
+            let weight = if mean > 0.0 {
+                (j * mean.ln() - mean - statrs::function::gamma::ln_gamma(j + 1.0)).exp()
+            } else if j == 0.0 {
+                1.0
+            } else {
+                0.0
+            };
+            weight * ChiSquared::new(k + 2.0 * j).map_or(0.0, |law| law.sf(x))
+        })
+        .sum()
+}
+
+/// Wilson score interval for a proportion `phat` of `n` trials, with `z`
+/// the normal quantile of its confidence (Wilson 1927, JASA 22).
+pub fn wilson_interval(phat: f64, n: f64, z: f64) -> (f64, f64) {
     let z2 = z * z;
     let center = (phat + z2 / (2.0 * n)) / (1.0 + z2 / n);
     let half = z / (1.0 + z2 / n) * (phat * (1.0 - phat) / n + z2 / (4.0 * n * n)).sqrt();
     ((center - half).max(0.0), (center + half).min(1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With one degree of freedom the statistic is the square of a normal
+    /// with mean sqrt(lambda): 99% power at level 0.01 needs sqrt(lambda) =
+    /// z_0.995 + z_0.99 exactly, which the Poisson mixture must reproduce
+    /// within 0.5%.
+    #[test]
+    fn detectable_tv_matches_the_normal_case_at_one_degree_of_freedom() {
+        let (z_level, z_power) = (2.575_829_303_548_901, 2.326_347_874_040_841);
+        let draws = 10_000;
+        let lambda = (z_level + z_power) * (z_level + z_power);
+        let exact = (lambda / (4.0 * draws as f64)).sqrt();
+        let approximate = detectable_tv(1, draws, 0.01, 0.99);
+        assert!(
+            (approximate / exact - 1.0).abs() < 0.005,
+            "{approximate} vs {exact}"
+        );
+    }
+
+    /// More draws detect smaller distances (as 1 / sqrt(draws) at fixed
+    /// bins), more bins larger ones; nothing is detectable from one draw.
+    #[test]
+    fn detectable_tv_shrinks_with_draws_and_grows_with_bins() {
+        let tv = |k, draws| detectable_tv(k, draws, LEVEL, POWER);
+        assert!((tv(50, 400_000) / tv(50, 100_000) - 0.5).abs() < 1e-6);
+        assert!(tv(5000, 100_000) > tv(50, 100_000));
+        assert_eq!(tv(10, 1), 1.0);
+    }
+
+    /// The simulated power of the test at the reported distance, against
+    /// the least detectable law at that distance (half of p's mass moved
+    /// to the other half), is at least 99% within sampling error.
+    #[test]
+    fn detectable_tv_is_detected_in_simulation() {
+        use rand::Rng;
+        let v = 40;
+        let p = vec![1.0 / v as f64; v];
+        let draws = 20_000u64;
+        let tv = detectable_tv(v - 1, draws, LEVEL, POWER);
+        let shifted: Vec<f64> = (0..v)
+            .map(|i| {
+                p[i] * if i < v / 2 {
+                    1.0 + 2.0 * tv
+                } else {
+                    1.0 - 2.0 * tv
+                }
+            })
+            .collect();
+        let sampler = mdsd_core::CumulativeDistribution::new(&shifted);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let trials = 400;
+        let detected = (0..trials)
+            .filter(|_| {
+                let mut counts = HashMap::new();
+                for _ in 0..draws {
+                    *counts.entry(sampler.sample(&mut rng)).or_insert(0u64) += 1;
+                }
+                let _ = rng.random::<u8>();
+                goodness_of_fit(&counts, &p, draws).p_value < LEVEL
+            })
+            .count();
+        // 99% power leaves ~4 misses in 400; 12 is over 4 standard deviations.
+        assert!(detected >= trials - 12, "{detected} of {trials}");
+    }
 }

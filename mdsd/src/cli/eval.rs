@@ -560,18 +560,9 @@ fn joined(
     Ok((schemes, rated))
 }
 
-/// The scheme a verifier is rated on: the first of iid, wor, greedy, top
-/// it supports.
+/// The scheme a verifier is rated on, or why it cannot be.
 fn verifier_scheme(kind: VerifierKind) -> Result<SchemeKind, CliError> {
-    [
-        SchemeKind::Iid,
-        SchemeKind::WithoutReplacement,
-        SchemeKind::Greedy,
-        SchemeKind::Top,
-    ]
-    .into_iter()
-    .find(|&scheme| kind.supports(scheme))
-    .ok_or_else(|| {
+    kind.rated_scheme().ok_or_else(|| {
         CliError::Usage(format!(
             "verifier {kind} runs on none of iid, wor, greedy, top drafts, which mdsd eval draws"
         ))
@@ -655,23 +646,14 @@ fn rate_verifier(
                 .iter()
                 .map(|&n| {
                     let problem = problem(data.target.row(r), data.draft.row(r), scheme, n, row)?;
-                    let acceptance = match kind.exact_acceptance(&problem, convex) {
-                        Some(acceptance) => {
-                            progress.inc(args.samples);
-                            (acceptance?, None)
-                        }
-                        None => {
-                            let verifier = kind.prepare(&problem)?;
-                            let report = mdsd::verify::sampled_with_progress(
-                                &problem,
-                                verifier.as_ref(),
-                                args.samples,
-                                args.seed.wrapping_add((data.offset + r) as u64),
-                                &|done| progress.inc(done),
-                            )?;
-                            (report.acceptance, Some(report.acceptance_interval))
-                        }
-                    };
+                    let rating = kind.rate(
+                        &problem,
+                        convex,
+                        args.samples,
+                        args.seed.wrapping_add((data.offset + r) as u64),
+                        &|done| progress.inc(done),
+                    )?;
+                    let acceptance = (rating.acceptance, rating.interval);
                     Ok(acceptance)
                 })
                 .collect()

@@ -197,6 +197,8 @@ pub struct ComparedRow {
     interval: Option<(f64, f64)>,
     max_marginal_error: Option<f64>,
     chi2_p_value: Option<f64>,
+    /// What a sampled pass rules out: a total variation from p this large.
+    detectable_tv: Option<f64>,
 }
 
 impl From<&ExactReport> for ComparedRow {
@@ -207,6 +209,7 @@ impl From<&ExactReport> for ComparedRow {
             interval: None,
             max_marginal_error: Some(r.max_marginal_error.max(r.max_law_error)),
             chi2_p_value: None,
+            detectable_tv: None,
         }
     }
 }
@@ -219,6 +222,7 @@ impl From<&SampledReport> for ComparedRow {
             interval: Some(r.acceptance_interval),
             max_marginal_error: None,
             chi2_p_value: Some(r.chi2_p_value),
+            detectable_tv: Some(r.detectable_tv),
         }
     }
 }
@@ -246,6 +250,7 @@ pub fn compare_json(
                 "acceptance_interval_99": r.interval.map(|(lo, hi)| [lo, hi]),
                 "max_marginal_error": r.max_marginal_error,
                 "chi2_p_value": r.chi2_p_value,
+                "detectable_tv": r.detectable_tv,
             })
         })
         .collect();
@@ -310,6 +315,13 @@ pub fn compare_table(
             gap,
             cell(r.max_marginal_error),
             cell(r.chi2_p_value)
+        );
+    }
+    if let Some(tv) = rows.iter().filter_map(|r| r.detectable_tv).reduce(f64::max) {
+        out += &format!(
+            "a chi2 p-value above {} rules out (with {:.0}% power) an output law at total variation {tv:.2e} or more from p, binned as the test bins it\n",
+            mdsd::verify::LEVEL,
+            100.0 * mdsd::verify::POWER
         );
     }
     if within {

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::{Block, BlockVerifier, PerContext};
 use crate::VerifyError;
-use crate::sampling::chi_square;
+use crate::sampling::goodness_of_fit;
 
 /// What exact enumeration or sampling says about a block verifier.
 #[derive(Debug, Clone, PartialEq)]
@@ -293,7 +293,7 @@ pub fn sampled_block_with_progress(
     let mean = sum / n;
     let variance = (sum_squares / n - mean * mean).max(0.0) * n / (n - 1.0).max(1.0);
     let root = model.target(model.context(&[])).probs();
-    let (_, _, p_value) = chi_square(&first_tokens, root, samples);
+    let p_value = goodness_of_fit(&first_tokens, root, samples).p_value;
     Ok(BlockReport {
         name: verifier.name().to_string(),
         expected_accepted: mean,

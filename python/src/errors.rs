@@ -1,0 +1,23 @@
+//! `MdsdError`, the one exception the module raises, and `guarded`,
+//! which turns a refusal or a panic inside mdsd into it.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+create_exception!(
+    _mdsd,
+    MdsdError,
+    PyValueError,
+    "What mdsd refused, with the one-line message the command line gives."
+);
+
+/// A refusal, or a panic inside mdsd, as `MdsdError`: a panic never
+/// crosses into Python.
+pub(crate) fn guarded<T>(work: impl FnOnce() -> Result<T, String>) -> PyResult<T> {
+    catch_unwind(AssertUnwindSafe(work))
+        .map_err(|_| MdsdError::new_err("internal error (a panic in mdsd): please report it"))?
+        .map_err(MdsdError::new_err)
+}

@@ -1,0 +1,316 @@
+//! Rows as they come from Python: numpy arrays `[..., V]` read in place,
+//! the settings every entry point takes, and `per_row`, which runs a
+//! function on every row on rayon's pool with the GIL released.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use mdsd::core::ProbabilityRow;
+use mdsd::logits::{FloatType, Values};
+use mdsd::{Distribution, DraftScheme, Problem, SchemeKind, Transform};
+use numpy::{PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use rayon::prelude::*;
+
+use crate::errors::MdsdError;
+
+/// Rows of one side, in the float type they came in (read in place).
+enum Rows<'py> {
+    F32(PyReadonlyArrayDyn<'py, f32>),
+    F64(PyReadonlyArrayDyn<'py, f64>),
+}
+
+impl<'py> Rows<'py> {
+    fn extract(side: &str, array: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(a) = array.extract::<PyReadonlyArrayDyn<'py, f64>>() {
+            return Ok(Rows::F64(a));
+        }
+        if let Ok(a) = array.extract::<PyReadonlyArrayDyn<'py, f32>>() {
+            return Ok(Rows::F32(a));
+        }
+        Err(MdsdError::new_err(format!(
+            "{side}: expected a float32 or float64 numpy array"
+        )))
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        match self {
+            Rows::F32(a) => a.shape().to_vec(),
+            Rows::F64(a) => a.shape().to_vec(),
+        }
+    }
+
+    /// The entries, row after row, borrowed where the array is contiguous
+    /// (no copy) and copied once otherwise.
+    fn values(&self) -> Slice<'_> {
+        match self {
+            Rows::F64(a) => a.as_slice().map_or_else(
+                |_| Slice::Owned64(a.as_array().iter().copied().collect()),
+                Slice::F64,
+            ),
+            Rows::F32(a) => a.as_slice().map_or_else(
+                |_| Slice::Owned32(a.as_array().iter().copied().collect()),
+                Slice::F32,
+            ),
+        }
+    }
+}
+
+/// Contiguous entries of either type, so that rows are widened to f64 one
+/// at a time as they are used.
+enum Slice<'a> {
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+    Owned32(Vec<f32>),
+    Owned64(Vec<f64>),
+}
+
+impl Slice<'_> {
+    /// Row `r` of `cols` entries as f64: borrowed where the entries are
+    /// f64 already, else widened into `out` (a buffer a task reuses from
+    /// row to row).
+    fn row<'s>(&'s self, r: usize, cols: usize, out: &'s mut Vec<f64>) -> &'s [f64] {
+        let range = r * cols..(r + 1) * cols;
+        let widened = |x: &[f32], out: &'s mut Vec<f64>| -> &'s [f64] {
+            out.clear();
+            out.extend(x.iter().map(|&v| f64::from(v)));
+            out
+        };
+        match self {
+            Slice::F32(x) => widened(&x[range], out),
+            Slice::Owned32(x) => widened(&x[range], out),
+            Slice::F64(x) => &x[range],
+            Slice::Owned64(x) => &x[range],
+        }
+    }
+}
+
+/// What both functions take besides the rows.
+pub(crate) struct Request {
+    pub(crate) n: usize,
+    scheme: SchemeKind,
+    values: Values,
+    target: Transform,
+    draft: Transform,
+    /// The type the caller's rows were stored in, which sets how far from
+    /// 1 a probability row may sum (`FloatType::sum_tolerance`), as the
+    /// file readers do.
+    stored: FloatType,
+}
+
+impl Request {
+    /// A probability row checked within its stored type's tolerance: the
+    /// entries as given with their sum, so that no renormalised copy is
+    /// made.
+    pub(crate) fn probabilities<'a>(
+        &self,
+        side: &str,
+        row: &'a [f64],
+    ) -> Result<ProbabilityRow<'a>, String> {
+        ProbabilityRow::within(row, self.stored.sum_tolerance(row.len()))
+            .map_err(|e| format!("{side}: {e}"))
+    }
+
+    /// Plain i.i.d. probability rows, whose alpha* needs no distribution
+    /// built: the closed form reads the rows where they lie.
+    pub(crate) fn is_plain_iid(&self) -> bool {
+        self.scheme == SchemeKind::Iid
+            && self.values == Values::Probabilities
+            && self.target.is_identity()
+            && self.draft.is_identity()
+    }
+
+    /// The target's and draft models' laws of one row, transformed.
+    pub(crate) fn laws(
+        &self,
+        p: &[f64],
+        qs: &[&[f64]],
+    ) -> Result<(Distribution, Vec<Distribution>), String> {
+        let law = |side: &str, row: &[f64], transform: &Transform| {
+            let transformed = match self.values {
+                // Checked within the stored type's tolerance, then
+                // renormalised in the one copy the law needs.
+                Values::Probabilities => {
+                    let law = self.probabilities(side, row)?.to_distribution();
+                    if transform.is_identity() {
+                        Ok(law)
+                    } else {
+                        transform.apply(&law)
+                    }
+                }
+                Values::Logits => Values::Logits.distribution(row, transform),
+            };
+            transformed.map_err(|e| format!("{side}: {e}"))
+        };
+        let p: Distribution = law("p", p, &self.target)?;
+        let qs = (qs.iter().enumerate())
+            .map(|(i, q)| {
+                let side = if qs.len() > 1 {
+                    format!("q[{i}]")
+                } else {
+                    "q".into()
+                };
+                law(&side, q, &self.draft)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((p, qs))
+    }
+
+    pub(crate) fn problem(&self, p: &[f64], qs: &[&[f64]]) -> Result<Problem, String> {
+        let (p, qs) = self.laws(p, qs)?;
+        assembled(p, qs, self.scheme, self.n)
+    }
+}
+
+/// The problem of laws already built, for a scheme and number of drafts.
+pub(crate) fn assembled(
+    p: Distribution,
+    qs: Vec<Distribution>,
+    scheme: SchemeKind,
+    n: usize,
+) -> Result<Problem, String> {
+    let drafts = DraftScheme::new(scheme, qs, n).map_err(|e| e.to_string())?;
+    Problem::new(p, drafts).map_err(|e| e.to_string())
+}
+
+/// Every row's result of `each` (given the row's index in the flattened
+/// leading shape), on rayon's pool with the GIL released;
+/// an error names its row (by its index in the leading shape), and a
+/// panic becomes an error rather than crossing into Python.
+pub(crate) fn per_row<T: Send>(
+    py: Python<'_>,
+    p: &Bound<'_, PyAny>,
+    qs: &[Bound<'_, PyAny>],
+    each: impl Fn(usize, &[f64], &[&[f64]]) -> Result<T, String> + Sync,
+) -> PyResult<(Vec<usize>, usize, Vec<T>)> {
+    let p = Rows::extract("p", p)?;
+    let qs = (qs.iter().enumerate())
+        .map(|(i, q)| Rows::extract(&format!("q[{i}]"), q))
+        .collect::<PyResult<Vec<_>>>()?;
+    let shape = p.shape();
+    let Some((&cols, leading)) = shape.split_last() else {
+        return Err(MdsdError::new_err("p: a 0-d array; expected [..., V]"));
+    };
+    if let Some((i, q)) = qs.iter().enumerate().find(|(_, q)| q.shape() != shape) {
+        return Err(MdsdError::new_err(format!(
+            "q[{i}] has shape {:?}, p has {shape:?}: they must match",
+            q.shape()
+        )));
+    }
+    let rows: usize = leading.iter().product();
+    let (p_values, q_values): (Slice, Vec<Slice>) =
+        (p.values(), qs.iter().map(Rows::values).collect());
+    let leading = leading.to_vec();
+    let buffers = || {
+        (
+            Vec::with_capacity(cols),
+            vec![Vec::with_capacity(cols); q_values.len()],
+        )
+    };
+    let work = || {
+        (0..rows)
+            .into_par_iter()
+            .map_init(buffers, |(p_buffer, q_buffers), r| {
+                let p_row = p_values.row(r, cols, p_buffer);
+                let q_rows: Vec<&[f64]> = (q_values.iter().zip(q_buffers.iter_mut()))
+                    .map(|(q, buffer)| q.row(r, cols, buffer))
+                    .collect();
+                each(r, p_row, &q_rows)
+                    .map_err(|e| if rows > 1 { format!("row {r}: {e}") } else { e })
+            })
+            .collect::<Result<Vec<T>, String>>()
+    };
+    let results = py
+        .detach(|| catch_unwind(AssertUnwindSafe(work)))
+        .map_err(|_| MdsdError::new_err("internal error (a panic in mdsd): please report it"))?
+        .map_err(MdsdError::new_err)?;
+    Ok((leading, cols, results))
+}
+
+/// The problem of the one row `p` and `qs` hold; `what` (a Verifier,
+/// solve, ...) names the caller when they hold several rows.
+pub(crate) fn one_problem(
+    py: Python<'_>,
+    p: &Bound<'_, PyAny>,
+    qs: &[Bound<'_, PyAny>],
+    request: &Request,
+    what: &str,
+) -> PyResult<Problem> {
+    let (leading, _, mut problems) = per_row(py, p, qs, |_, p, qs| request.problem(p, qs))?;
+    if !leading.is_empty() {
+        return Err(MdsdError::new_err(format!(
+            "{what} takes one row: p has {} (pick one with p[i])",
+            leading.iter().product::<usize>()
+        )));
+    }
+    Ok(problems.remove(0))
+}
+
+/// What every entry point takes besides the rows, as `mdsd/__init__.py`
+/// passes it (a dict of these names).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub(crate) struct Settings {
+    pub(crate) n: usize,
+    scheme: String,
+    /// The float type the caller's rows were stored in.
+    stored: String,
+    logits: bool,
+    temperature: Option<f64>,
+    top_k: Option<usize>,
+    top_p: Option<f64>,
+    draft_temperature: Option<f64>,
+    draft_top_k: Option<usize>,
+    draft_top_p: Option<f64>,
+}
+
+pub(crate) fn request(settings: Settings) -> PyResult<Request> {
+    let Settings {
+        n,
+        scheme,
+        stored,
+        logits,
+        temperature,
+        top_k,
+        top_p,
+        draft_temperature,
+        draft_top_k,
+        draft_top_p,
+    } = settings;
+    let scheme: SchemeKind = scheme
+        .parse()
+        .map_err(|e: mdsd::CoreError| MdsdError::new_err(e.to_string()))?;
+    let target = Transform {
+        temperature,
+        top_k,
+        top_p,
+    };
+    // A draft setting replaces the shared one on the draft's side.
+    let draft = Transform {
+        temperature: draft_temperature.or(temperature),
+        top_k: draft_top_k.or(top_k),
+        top_p: draft_top_p.or(top_p),
+    };
+    for (side, transform) in [("", &target), ("draft_", &draft)] {
+        transform
+            .check()
+            .map_err(|e| MdsdError::new_err(format!("{side}transform: {e}")))?;
+    }
+    let stored = match stored.as_str() {
+        "float16" => FloatType::Float16,
+        "bfloat16" => FloatType::BFloat16,
+        "float32" => FloatType::Float32,
+        _ => FloatType::Float64,
+    };
+    Ok(Request {
+        stored,
+        n,
+        scheme,
+        values: if logits {
+            Values::Logits
+        } else {
+            Values::Probabilities
+        },
+        target,
+        draft,
+    })
+}
