@@ -2,7 +2,11 @@
 //!
 //! The optimal verifier for n i.i.d. drafts at full vocabulary by convex
 //! programs in the weights of a selection rule (`docs/DESIGN.md` §5),
-//! without enumerating draft sets. Entry point: [`ConvexSolver`], a
+//! without enumerating draft sets; for drafts without replacement (§6b,
+//! the exponential clocks' double integral: exact, slow past top 100);
+//! and for drafts from different draft models (§6b), where H* has no
+//! closed form and the solution is an interval [acceptance, alpha_star]
+//! that holds alpha*, certified by H. Entry point: [`ConvexSolver`], a
 //! [`Solve`]r; [`ConvexSolver::solve_with`] takes a [`Workspace`] the
 //! caller holds.
 //!
@@ -38,6 +42,14 @@
 //!   Newton system of the Hessian's structure, a weighted graph Laplacian
 //!   Diag(U W Uᵀ 1) - U W Uᵀ of node rank, by Woodbury on the coarse nodes
 //!   where the free tokens' rows of U live.
+//! * `independent`: the potential of drafts from different models (a
+//!   product of the drafts' transforms in place of phi^n), token by token,
+//!   with Newton directions by conjugate gradients on Hessian-vector
+//!   products.
+//! * `without_replacement`: the potential of drafts without replacement,
+//!   prefix and suffix polynomials over the tokens at each pair of nodes
+//!   (in c and in the clocks' time t), Newton directions from central
+//!   differences of r.
 //! * `ratio_groups`: starting points, a clipped log-ratio model, or from
 //!   `GROUPED_START_FROM` tokens nested programs over groups of tokens by
 //!   their ratio p / q.
@@ -66,17 +78,19 @@
 //! ```
 
 mod global_resolution;
+mod independent;
 mod newton;
 mod numeric;
 mod ratio_groups;
 mod selection;
 mod selection_rule;
 mod thresholds;
+mod without_replacement;
 mod workspace;
 
 use std::time::Instant;
 
-use mdsd_bounds::{BoundError, IidAlgorithm, optimal_acceptance_iid};
+use mdsd_bounds::{BoundError, IidAlgorithm, optimal_acceptance_iid, optimal_acceptance_wor};
 use mdsd_core::{
     CoreError, Count, Distribution, Instead, Method, Problem, SchemeKind, Solution, Solve, Status,
     Summary,
@@ -89,11 +103,13 @@ pub use global_resolution::{
 pub use selection_rule::{Counting, SelectionRule};
 pub use workspace::Workspace;
 
-use newton::{Program, Stop};
+use independent::Independent;
+use newton::{Potential, Program, Stop};
 use numeric::{lane_sum, sum_where};
 use selection::Selectable;
 use selection_rule::Assembly;
 use thresholds::{PARALLEL_FROM, THETA_LIMIT};
+use without_replacement::WithoutReplacement;
 use workspace::WorkspacePool;
 
 /// Default bound on the acceptance lost to the solver, alpha* - acceptance.
@@ -109,7 +125,7 @@ pub enum ConvexError {
     #[error(transparent)]
     Bound(#[from] BoundError),
     #[error(
-        "the convex solver handles i.i.d. drafts only, not {scheme} drafts{instead}",
+        "the convex solver handles i.i.d., wor and independent drafts, not {scheme} drafts{instead}",
         instead = Instead(UNSUPPORTED_INSTEAD)
     )]
     Unsupported { scheme: SchemeKind },
@@ -270,6 +286,18 @@ impl ConvexSolver {
         self.check_settings()?;
         let start = Instant::now();
         let drafts = problem.drafts();
+        let other = match drafts.kind() {
+            SchemeKind::Independent => Some(self.solve_independent(problem, workspace)),
+            SchemeKind::WithoutReplacement => {
+                Some(self.solve_without_replacement(problem, workspace))
+            }
+            _ => None,
+        };
+        if let Some(solution) = other {
+            let mut solution = solution?;
+            solution.summary.elapsed = start.elapsed();
+            return Ok(solution);
+        }
         if drafts.kind() != SchemeKind::Iid {
             return Err(ConvexError::Unsupported {
                 scheme: drafts.kind(),
@@ -407,6 +435,259 @@ impl ConvexSolver {
         };
         Ok(ConvexSolution { summary, rule })
     }
+}
+
+impl ConvexSolver {
+    /// Drafts from different draft models (`docs/DESIGN.md` §6b), whose
+    /// H* has no closed form. A first program over every drafted token,
+    /// theta in [-THETA_LIMIT, 0], pushes the tokens of H* to its lower
+    /// bound (its objective grows like THETA_LIMIT x (p(H) - Π q_i(H))
+    /// for the tokens held there, so the minimiser holds a minimiser of
+    /// the cut); H is the best prefix of the tokens by ascending theta,
+    /// whose cut p(H) + 1 - Π q_i(H) is an upper bound on alpha*. Then
+    /// the outer and inner programs of the i.i.d. method, with H for H*,
+    /// give a lossless rule whose acceptance is a lower bound: the
+    /// solution's `alpha_star` and `acceptance` are the ends of an
+    /// interval that holds alpha*, and H is its certificate.
+    fn solve_independent(
+        &self,
+        problem: &Problem,
+        workspace: &mut Workspace,
+    ) -> Result<ConvexSolution, ConvexError> {
+        let laws: Vec<&[f64]> = problem
+            .drafts()
+            .drafts()
+            .iter()
+            .map(|q| q.probs())
+            .collect();
+        let n = laws.len();
+        let target = problem.target().probs();
+        let support: Vec<usize> = (0..target.len())
+            .filter(|&y| laws.iter().any(|q| q[y] > 0.0))
+            .collect();
+        let p: Vec<f64> = support.iter().map(|&y| target[y]).collect();
+        let q: Vec<Vec<f64>> = (laws.iter())
+            .map(|law| support.iter().map(|&y| law[y]).collect())
+            .collect();
+        let nothing = vec![0.0; n];
+        let separating = Program {
+            name: "separating",
+            potential: &Independent {
+                q: &q,
+                base: &nothing,
+                flat: false,
+            },
+            p: &p,
+            bounds: (-THETA_LIMIT, 0.0),
+            stop: Stop::ProjectedGradient,
+        };
+        let separated = separating.minimise(
+            vec![0.0; p.len()],
+            0.1 * self.tolerance,
+            self.max_iterations,
+            workspace,
+        )?;
+        let (in_h, cut) = best_prefix_cut(&separated.theta, &p, &q);
+        let inner: Vec<usize> = (0..p.len()).filter(|&y| in_h[y]).collect();
+        let outer: Vec<usize> = (0..p.len()).filter(|&y| !in_h[y]).collect();
+        let restricted = |slots: &[usize]| -> (Vec<Vec<f64>>, Vec<f64>) {
+            (
+                q.iter()
+                    .map(|law| slots.iter().map(|&y| law[y]).collect())
+                    .collect(),
+                slots.iter().map(|&y| p[y]).collect(),
+            )
+        };
+        let q_h: Vec<f64> = q
+            .iter()
+            .map(|law| inner.iter().map(|&y| law[y]).sum())
+            .collect();
+        let (outer_q, outer_p) = restricted(&outer);
+        let (inner_q, inner_p) = restricted(&inner);
+        let sides = Sides {
+            outer: (&outer, &outer_p),
+            inner: (&inner, &inner_p),
+            support,
+            vocabulary: target.len(),
+            p: &p,
+        };
+        let outer_potential = Independent {
+            q: &outer_q,
+            base: &q_h,
+            flat: true,
+        };
+        let inner_potential = Independent {
+            q: &inner_q,
+            base: &nothing,
+            flat: true,
+        };
+        let mut solution = self.solve_sides(
+            sides,
+            &outer_potential,
+            &inner_potential,
+            1.0 + cut,
+            workspace,
+        )?;
+        solution.summary.iterations += separated.iterations;
+        Ok(solution)
+    }
+}
+
+impl ConvexSolver {
+    /// Drafts without replacement (`docs/DESIGN.md` §6b): H* from the
+    /// closed form (mdsd-bounds), then the outer program over the drafted
+    /// tokens outside H* (H*'s tokens drafted but never selected) and the
+    /// inner one over H* (its world: every draft in H*), with the
+    /// exponential-clock potential.
+    fn solve_without_replacement(
+        &self,
+        problem: &Problem,
+        workspace: &mut Workspace,
+    ) -> Result<ConvexSolution, ConvexError> {
+        let drafts = problem.drafts();
+        let bound = optimal_acceptance_wor(problem.target(), drafts)?;
+        let (target, q) = (problem.target().probs(), drafts.drafts()[0].probs());
+        let support: Vec<usize> = (0..q.len()).filter(|&y| q[y] > 0.0).collect();
+        let mut in_h = vec![false; target.len()];
+        bound.certificate.iter().for_each(|&y| in_h[y] = true);
+        let inner: Vec<usize> = (0..support.len()).filter(|&k| in_h[support[k]]).collect();
+        let outer: Vec<usize> = (0..support.len()).filter(|&k| !in_h[support[k]]).collect();
+        let gather = |slots: &[usize], x: &[f64]| -> Vec<f64> {
+            slots.iter().map(|&k| x[support[k]]).collect()
+        };
+        let (outer_q, outer_p, inner_q, inner_p) = (
+            gather(&outer, q),
+            gather(&outer, target),
+            gather(&inner, q),
+            gather(&inner, target),
+        );
+        let n = drafts.n();
+        let p_support: Vec<f64> = support.iter().map(|&y| target[y]).collect();
+        let sides = Sides {
+            outer: (&outer, &outer_p),
+            inner: (&inner, &inner_p),
+            support,
+            vocabulary: target.len(),
+            p: &p_support,
+        };
+        let outer_potential = WithoutReplacement {
+            q: &outer_q,
+            silent: &inner_q,
+            excluded: &[],
+            n,
+        };
+        let inner_potential = WithoutReplacement {
+            q: &inner_q,
+            silent: &[],
+            excluded: &outer_q,
+            n,
+        };
+        self.solve_sides(
+            sides,
+            &outer_potential,
+            &inner_potential,
+            bound.alpha_star,
+            workspace,
+        )
+    }
+
+    /// The outer program (theta <= 0 outside H, stopped on the excess
+    /// Σ (r - p)+) and the inner one (theta >= 0 on H, stopped on the
+    /// shortfall Σ (p - r)+) of `docs/DESIGN.md` §5, with a scheme's
+    /// potentials, each to half the tolerance from theta = 0; their rule,
+    /// and its summary with `alpha_star` and H (the inner slots).
+    fn solve_sides<P: Potential>(
+        &self,
+        sides: Sides,
+        outer: &P,
+        inner: &P,
+        alpha_star: f64,
+        workspace: &mut Workspace,
+    ) -> Result<ConvexSolution, ConvexError> {
+        let mut side = |name, potential: &P, p: &[f64], bounds, stop| {
+            Program {
+                name,
+                potential,
+                p,
+                bounds,
+                stop,
+            }
+            .minimise(
+                vec![0.0; p.len()],
+                0.5 * self.tolerance,
+                self.max_iterations,
+                workspace,
+            )
+        };
+        let outer_solved = side(
+            "outer",
+            outer,
+            sides.outer.1,
+            (-THETA_LIMIT, 0.0),
+            Stop::Excess,
+        )?;
+        let inner_solved = side(
+            "inner",
+            inner,
+            sides.inner.1,
+            (0.0, THETA_LIMIT),
+            Stop::Shortfall,
+        )?;
+        let certificate = sides.inner.0.iter().map(|&k| sides.support[k]).collect();
+        let (rule, iterations) = Assembly {
+            vocabulary: sides.vocabulary,
+            tokens: sides.support,
+            outer: (sides.outer.0, outer_solved),
+            inner: (sides.inner.0, inner_solved),
+            inner_none: 0.0,
+            counting: Counting::PerDraft,
+        }
+        .rule(workspace);
+        let summary = Summary {
+            alpha_star,
+            acceptance: rule.acceptance(sides.p),
+            certificate,
+            status: Status::Converged {
+                tolerance: self.tolerance,
+            },
+            iterations,
+            elapsed: Default::default(),
+        };
+        Ok(ConvexSolution { summary, rule })
+    }
+}
+
+/// The two sides of a problem on its drafted tokens (`support`, in
+/// vocabulary ids): each side's slots in `support` and its p, and p on
+/// the whole support.
+struct Sides<'a> {
+    outer: (&'a [usize], &'a [f64]),
+    inner: (&'a [usize], &'a [f64]),
+    support: Vec<usize>,
+    vocabulary: usize,
+    p: &'a [f64],
+}
+
+/// The set H among the prefixes of the tokens by ascending `theta` (the
+/// empty one included) that minimises the cut p(H) - Π_i q_i(H), as a
+/// mask, and that minimum: 1 + it bounds alpha* from above (max flow's
+/// cut, `docs/DESIGN.md` §6b).
+fn best_prefix_cut(theta: &[f64], p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
+    let mut order: Vec<usize> = (0..theta.len()).collect();
+    order.sort_by(|&a, &b| theta[a].total_cmp(&theta[b]).then(a.cmp(&b)));
+    let (mut p_h, mut q_h) = (0.0, vec![0.0; q.len()]);
+    let (mut best, mut length) = (0.0, 0);
+    for (k, &y) in order.iter().enumerate() {
+        p_h += p[y];
+        q_h.iter_mut().zip(q).for_each(|(m, law)| *m += law[y]);
+        let cut = p_h - q_h.iter().product::<f64>();
+        if cut < best {
+            (best, length) = (cut, k + 1);
+        }
+    }
+    let mut in_h = vec![false; theta.len()];
+    order[..length].iter().for_each(|&y| in_h[y] = true);
+    (in_h, best)
 }
 
 /// The tokens of positive draft probability, ascending, in one pass over

@@ -52,6 +52,101 @@ pub(crate) trait Potential: Sync {
     }
 }
 
+/// Conjugate-gradient iterations per Newton direction.
+const CG_ITERATIONS: usize = 50;
+/// Relative residual at which conjugate gradients stop.
+const CG_TOLERANCE: f64 = 1e-10;
+/// Ridge added to the Hessian's diagonal, relative to its scale: the
+/// potentials are flat along theta + t·1, where the Hessian is singular.
+const RIDGE: f64 = 1e-12;
+
+/// Newton's direction on the free variables (not `held`) of a potential
+/// whose Hessian is known through products `hessian_times(v)` (v zero on
+/// the held variables) and an estimate of its `diagonal`: preconditioned
+/// conjugate gradients (Jacobi) from zero. Each step lowers the quadratic
+/// model, so an early stop still gives a descent direction. The scale of
+/// the ridge is that of r, which bounds the Hessian's entries: where the
+/// Hessian vanishes (one draft: r = q whatever theta) the direction is the
+/// gradient over the ridge, which the iteration clips.
+pub(crate) fn newton_by_conjugate_gradients(
+    hessian_times: impl Fn(&[f64]) -> Vec<f64>,
+    diagonal: &[f64],
+    marginal: &[f64],
+    gradient: &[f64],
+    held: &[bool],
+) -> Vec<f64> {
+    let size = gradient.len();
+    let free = |y: usize| !held[y];
+    let scale = (diagonal.iter().fold(0.0f64, |m, &d| m.max(d.abs())))
+        .max(marginal.iter().sum::<f64>())
+        .max(f64::MIN_POSITIVE);
+    let ridge = RIDGE * scale;
+    let preconditioner: Vec<f64> = (0..size)
+        .map(|y| {
+            if free(y) {
+                1.0 / (diagonal[y].max(0.0) + ridge)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let product = |v: &[f64]| -> Vec<f64> {
+        let mut out = hessian_times(v);
+        for (y, o) in out.iter_mut().enumerate() {
+            *o = if free(y) { *o + ridge * v[y] } else { 0.0 };
+        }
+        out
+    };
+    let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(x, y)| x * y).sum::<f64>();
+    let mut d = vec![0.0; size];
+    let mut residual: Vec<f64> = (0..size)
+        .map(|y| if free(y) { -gradient[y] } else { 0.0 })
+        .collect();
+    let start = dot(&residual, &residual).sqrt();
+    let mut z: Vec<f64> = residual
+        .iter()
+        .zip(&preconditioner)
+        .map(|(r, m)| r * m)
+        .collect();
+    let mut search = z.clone();
+    let mut rz = dot(&residual, &z);
+    for _ in 0..CG_ITERATIONS {
+        let hs = product(&search);
+        let curvature = dot(&search, &hs);
+        if curvature <= 0.0 {
+            break;
+        }
+        let step = rz / curvature;
+        d.iter_mut().zip(&search).for_each(|(d, s)| *d += step * s);
+        residual
+            .iter_mut()
+            .zip(&hs)
+            .for_each(|(r, h)| *r -= step * h);
+        if dot(&residual, &residual).sqrt() <= CG_TOLERANCE * start {
+            break;
+        }
+        z = residual
+            .iter()
+            .zip(&preconditioner)
+            .map(|(r, m)| r * m)
+            .collect();
+        let rz_next = dot(&residual, &z);
+        search = z
+            .iter()
+            .zip(&search)
+            .map(|(z, s)| z + rz_next / rz * s)
+            .collect();
+        rz = rz_next;
+    }
+    if d.iter().all(|&x| x == 0.0) {
+        // No curvature found: the preconditioned gradient.
+        return (0..size)
+            .map(|y| -gradient[y] * preconditioner[y])
+            .collect();
+    }
+    d
+}
+
 /// When a program is solved.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Stop {

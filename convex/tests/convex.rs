@@ -235,11 +235,11 @@ fn large_generic_instances() {
 #[test]
 fn refuses_other_schemes() {
     let p = mdsd_benches::normalised(&[0.5, 0.5]);
-    let problem = Problem::new(p.clone(), DraftScheme::without_replacement(p, 2).unwrap()).unwrap();
+    let problem = Problem::new(p.clone(), DraftScheme::greedy(p, 2).unwrap()).unwrap();
     assert!(matches!(
         ConvexSolver::default().solve(&problem),
         Err(ConvexError::Unsupported {
-            scheme: SchemeKind::WithoutReplacement
+            scheme: SchemeKind::Greedy
         })
     ));
 }

@@ -768,9 +768,9 @@ fn solve_convex_reports_its_run() {
         (
             vec![
                 "solve", "--method", "convex", "-p", "0.5,0.5", "-q", "0.5,0.5", "-n", "2",
-                "--scheme", "wor",
+                "--scheme", "greedy",
             ],
-            "i.i.d. drafts only",
+            "not greedy",
         ),
         (
             vec![

@@ -1,6 +1,6 @@
 //! The optimal verifiers: the selection rule of mdsd-convex for i.i.d.
-//! drafts at any vocabulary, and the optimal plan of mdsd-flow for any
-//! scheme at small ones.
+//! drafts, drafts without replacement and from different models, and the optimal plan of
+//! mdsd-flow for any scheme at small vocabularies.
 
 use std::collections::HashMap;
 
@@ -8,21 +8,23 @@ use mdsd_convex::{ConvexSolution, ConvexSolver};
 use mdsd_core::{Plan, Problem, Solve, token_set};
 use mdsd_flow::FlowSolver;
 
-use crate::laws::check_drafts;
+use crate::laws::{check_drafts, draft_law};
 use crate::selecting::{Selecting, Verification};
 use crate::{OutputLaw, Verifier, VerifierKind, VerifyError};
 
-/// The optimal verifier of mdsd-convex for i.i.d. drafts: select one draft
-/// by the solved softmax weights (outer drafts first), then single-draft
-/// speculative sampling of the selected token against p: accept with
-/// min(1, p / r), else draw from (p - r)+, r the selected token's law.
-/// Lossless for any weights; optimal up to the solver's tolerance.
+/// The optimal verifier of mdsd-convex for i.i.d. drafts, drafts without
+/// replacement and drafts from different models:
+/// select one draft by the solved softmax weights (outer drafts first),
+/// then single-draft speculative sampling of the selected token against p:
+/// accept with min(1, p / r), else draw from (p - r)+, r the selected
+/// token's law. Lossless for any weights; optimal up to the solver's
+/// tolerance (independent drafts: within the interval it certifies).
 pub struct OptimalConvex {
     solution: ConvexSolution,
     /// p, r on the vocabulary, and the residual.
     verification: Verification,
-    q: Vec<f64>,
-    n: usize,
+    /// The law of each draft position (to reject impossible drafts).
+    laws: Vec<Vec<f64>>,
 }
 
 impl OptimalConvex {
@@ -30,9 +32,11 @@ impl OptimalConvex {
         let solution = solver.solve(problem)?;
         let p = problem.target().probs().to_vec();
         let verification = Verification::new(p, solution.rule.selected_law());
+        let drafts = problem.drafts();
         Ok(Self {
-            q: problem.drafts().drafts()[0].probs().to_vec(),
-            n: problem.drafts().n(),
+            laws: (0..drafts.n())
+                .map(|i| draft_law(drafts, i).to_vec())
+                .collect(),
             solution,
             verification,
         })
@@ -46,8 +50,8 @@ impl OptimalConvex {
 
 impl Selecting for OptimalConvex {
     fn selection(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError> {
-        check_drafts(drafts, self.n, self.q.len())?;
-        if drafts.iter().any(|&x| self.q[x] <= 0.0) {
+        check_drafts(drafts, self.laws.len(), self.verification.p.len())?;
+        if drafts.iter().zip(&self.laws).any(|(&x, q)| q[x] <= 0.0) {
             return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
         }
         Ok(self.solution.rule.selection(drafts))

@@ -113,8 +113,9 @@ impl VerifierKind {
         match self {
             VerifierKind::Nss | VerifierKind::Naive | VerifierKind::OptimalFlow => &SchemeKind::ALL,
             VerifierKind::SpecInfer | VerifierKind::Khisti => &[Iid, Independent],
+            VerifierKind::OptimalConvex => &[Iid, WithoutReplacement, Independent],
             VerifierKind::RrsWithoutReplacement => &[WithoutReplacement],
-            VerifierKind::KSeq | VerifierKind::OptimalConvex => &[Iid],
+            VerifierKind::KSeq => &[Iid],
             VerifierKind::SpecHub => &[Hub],
             VerifierKind::Greedy => &[Greedy],
             VerifierKind::Deterministic => &[Argmax, Top],

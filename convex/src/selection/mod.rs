@@ -12,7 +12,7 @@ mod integrals;
 mod nodes;
 
 pub(crate) use integrals::Selectable;
-pub(crate) use nodes::Nodes;
+pub(crate) use nodes::{Nodes, STEP, left_tail, nodes};
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential};

@@ -1,0 +1,336 @@
+//! The selection potential for drafts from different draft models
+//! (`docs/DESIGN.md` §6b): draft i is drawn from its own law q_i, and the
+//! rule selects one draft index with probability proportional to e^(theta
+//! of its token), as for i.i.d. drafts (module `selection`).
+//!
+//! With a_y = e^(theta_y), `base_i` the mass of q_i on tokens drafted but
+//! never selected, s_i = base_i + Σ_y q_i(y) the mass of draft i's world
+//! and phi_i(c) = base_i + Σ_y q_i(y) e^(-a_y c), the product of the
+//! drafts' transforms replaces the i.i.d. power phi^n:
+//!
+//! * the selected token's law is
+//!   `r_y = a_y Σ_i q_i(y) ∫_0^∞ e^(-a_y c) Π_{j≠i} phi_j(c) dc`
+//!   (1/S = ∫ e^(-cS) dc, the drafts independent);
+//! * the potential E[1{S > 0} log S] is (Frullani)
+//!   `∫_0^∞ (m e^(-c) - (Π phi_i(c) - Π base_i)) / c dc`, m = Π s_i - Π
+//!   base_i, whose gradient in theta is r;
+//! * its Hessian is Diag(r) - E[π πᵀ], π the selection vector, with
+//!   `E[π_y π_z] = a_y a_z ∫ c e^(-(a_y + a_z) c) Σ_{i≠j} q_i(y) q_j(z)
+//!   Π_{k∉{i,j}} phi_k dc + [y = z] a_y² ∫ c e^(-a_y c) Σ_i q_i(y)
+//!   Π_{j≠i} phi_j dc` (1/S² = ∫ c e^(-cS) dc).
+//!
+//! The integrals use the i.i.d. rule's nodes (trapezoidal in ln c), token
+//! by token; the Newton direction is found by conjugate gradients on
+//! Hessian-vector products, which cost O(n² V) per node, not by the
+//! i.i.d. Hessian's Woodbury structure.
+
+use crate::Workspace;
+use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
+use crate::selection::{STEP, left_tail, nodes};
+
+/// The selectable tokens of one side of a problem with independent drafts.
+pub(crate) struct Independent<'a> {
+    /// q_i on the selectable tokens, one row per draft.
+    pub q: &'a [Vec<f64>],
+    /// Per draft, the mass of the tokens drafted but never selected.
+    pub base: &'a [f64],
+    /// Whether Newton's iteration may take the direction's component along
+    /// 1 off (`Potential::flat_along_ones`): true for the outer and inner
+    /// programs, false for the separating one over every drafted token,
+    /// whose objective drifts along 1 by 1 - p(drafted tokens).
+    pub flat: bool,
+}
+
+/// What a Newton direction needs of an evaluation: the nodes, and each
+/// draft's transform phi_i at each node.
+pub(crate) struct Kernels {
+    c: Vec<f64>,
+    /// phi[k][i] = phi_i(c_k).
+    phi: Vec<Vec<f64>>,
+}
+
+/// Π_{j ∉ skip} phi_j.
+fn product_without(phi: &[f64], skip: &[usize]) -> f64 {
+    (phi.iter().enumerate())
+        .filter(|(j, _)| !skip.contains(j))
+        .map(|(_, f)| f)
+        .product()
+}
+
+impl Independent<'_> {
+    fn drafts(&self) -> usize {
+        self.q.len()
+    }
+
+    /// Σ_i q_i(y) Π_{j≠i} phi_j: the weight of token y in r's integrand.
+    fn mixture(&self, y: usize, phi: &[f64]) -> f64 {
+        (0..self.drafts())
+            .map(|i| self.q[i][y] * product_without(phi, &[i]))
+            .sum()
+    }
+
+    /// The Hessian times `v` (zero on the held variables).
+    fn hessian_times(&self, theta: &[f64], r: &[f64], kernels: &Kernels, v: &[f64]) -> Vec<f64> {
+        let n = self.drafts();
+        let a: Vec<f64> = theta.iter().map(|t| t.exp()).collect();
+        let mut out: Vec<f64> = r.iter().zip(v).map(|(r, v)| r * v).collect();
+        for (&c, phi) in kernels.c.iter().zip(&kernels.phi) {
+            let weight = STEP * c * c;
+            let e: Vec<f64> = a.iter().map(|&a| (-a * c).exp()).collect();
+            // psi_j = Σ_z q_j(z) a_z v_z e^(-a_z c).
+            let psi: Vec<f64> = (0..n)
+                .map(|j| {
+                    (0..a.len())
+                        .map(|z| self.q[j][z] * a[z] * v[z] * e[z])
+                        .sum()
+                })
+                .collect();
+            for y in 0..a.len() {
+                let mut cross = 0.0;
+                let mut own = 0.0;
+                for i in 0..n {
+                    let qi = self.q[i][y];
+                    if qi == 0.0 {
+                        continue;
+                    }
+                    own += qi * product_without(phi, &[i]);
+                    cross += qi
+                        * (0..n)
+                            .filter(|&j| j != i)
+                            .map(|j| product_without(phi, &[i, j]) * psi[j])
+                            .sum::<f64>();
+                }
+                out[y] -= weight * a[y] * e[y] * (cross + a[y] * v[y] * own);
+            }
+        }
+        out
+    }
+
+    /// The Hessian's diagonal: r_y - E[π_y²].
+    fn hessian_diagonal(&self, theta: &[f64], r: &[f64], kernels: &Kernels) -> Vec<f64> {
+        let n = self.drafts();
+        let a: Vec<f64> = theta.iter().map(|t| t.exp()).collect();
+        let mut out = r.to_vec();
+        for (&c, phi) in kernels.c.iter().zip(&kernels.phi) {
+            let weight = STEP * c * c;
+            for y in 0..a.len() {
+                let e = (-a[y] * c).exp();
+                let mut pairs = 0.0;
+                let mut own = 0.0;
+                for i in 0..n {
+                    own += self.q[i][y] * product_without(phi, &[i]);
+                    for j in (0..n).filter(|&j| j != i) {
+                        pairs += self.q[i][y] * self.q[j][y] * product_without(phi, &[i, j]);
+                    }
+                }
+                out[y] -= weight * a[y] * a[y] * e * (e * pairs + own);
+            }
+        }
+        out
+    }
+}
+
+impl Potential for Independent<'_> {
+    type Hessian = Kernels;
+
+    fn evaluate(&self, theta: &[f64], _workspace: &mut Workspace) -> Evaluation<Kernels> {
+        let n = self.drafts();
+        let a: Vec<f64> = theta.iter().map(|t| t.exp()).collect();
+        let c = nodes(theta, n);
+        let worlds: Vec<f64> = (0..n)
+            .map(|i| self.base[i] + self.q[i].iter().sum::<f64>())
+            .collect();
+        let selectable = worlds.iter().product::<f64>() - self.base.iter().product::<f64>();
+        let mut marginal = vec![0.0; theta.len()];
+        let mut potential = 0.0;
+        let mut phi_at = Vec::with_capacity(c.len());
+        for (k, &ck) in c.iter().enumerate() {
+            // The first node stands for the rule's infinite left end too,
+            // where every integrand grows like c (`left_tail`).
+            let weight = if k == 0 {
+                STEP * (1.0 + left_tail())
+            } else {
+                STEP
+            };
+            // phi_i - s_i = Σ_y q_i(y) (e^(-a_y c) - 1), without cancellation.
+            let shift: Vec<f64> = (0..n)
+                .map(|i| {
+                    (self.q[i].iter().zip(&a))
+                        .map(|(q, a)| q * (-a * ck).exp_m1())
+                        .sum()
+                })
+                .collect();
+            let phi: Vec<f64> = worlds.iter().zip(&shift).map(|(s, d)| s + d).collect();
+            // Π phi_i - Π s_i, accumulated factor by factor.
+            let (mut worlds_so_far, mut product_shift) = (1.0, 0.0);
+            for i in 0..n {
+                product_shift = product_shift * phi[i] + worlds_so_far * shift[i];
+                worlds_so_far *= worlds[i];
+            }
+            // (m e^(-c) - (Π phi - Π base)) = m (e^(-c) - 1) - (Π phi - Π s).
+            potential += weight * (selectable * (-ck).exp_m1() - product_shift);
+            for (y, r) in marginal.iter_mut().enumerate() {
+                let x = a[y] * ck;
+                *r += weight * x * (-x).exp() * self.mixture(y, &phi);
+            }
+            phi_at.push(phi);
+        }
+        Evaluation {
+            potential,
+            marginal,
+            hessian: Kernels { c, phi: phi_at },
+        }
+    }
+
+    /// Newton's direction on the free variables by conjugate gradients on
+    /// the Hessian-vector products, preconditioned by the diagonal.
+    fn direction(
+        &self,
+        theta: &[f64],
+        at: &Evaluation<Kernels>,
+        gradient: &[f64],
+        held: &[bool],
+        _workspace: &mut Workspace,
+    ) -> Vec<f64> {
+        let diagonal = self.hessian_diagonal(theta, &at.marginal, &at.hessian);
+        newton_by_conjugate_gradients(
+            |v| self.hessian_times(theta, &at.marginal, &at.hessian, v),
+            &diagonal,
+            &at.marginal,
+            gradient,
+            held,
+        )
+    }
+
+    fn flat_along_ones(&self) -> bool {
+        self.flat
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// r, by enumerating the draft tuples: the softmax of theta over each
+    /// tuple's selectable drafts, weighted by the tuple's probability.
+    fn enumerated(q: &[Vec<f64>], base: &[f64], theta: &[f64]) -> (Vec<f64>, f64) {
+        // Token v stands for "drafted, never selected", of mass base_i.
+        let v = theta.len();
+        let n = q.len();
+        let mut r = vec![0.0; v];
+        let mut potential = 0.0;
+        let mut tuple = vec![0usize; n];
+        loop {
+            let weight: f64 = (0..n)
+                .map(|i| {
+                    if tuple[i] == v {
+                        base[i]
+                    } else {
+                        q[i][tuple[i]]
+                    }
+                })
+                .product();
+            let sum: f64 = tuple
+                .iter()
+                .filter(|&&x| x < v)
+                .map(|&x| theta[x].exp())
+                .sum();
+            if weight > 0.0 && sum > 0.0 {
+                potential += weight * sum.ln();
+                for &x in tuple.iter().filter(|&&x| x < v) {
+                    r[x] += weight * theta[x].exp() / sum;
+                }
+            }
+            let mut i = 0;
+            while i < n && tuple[i] == v {
+                tuple[i] = 0;
+                i += 1;
+            }
+            if i == n {
+                return (r, potential);
+            }
+            tuple[i] += 1;
+        }
+    }
+
+    /// The quadrature's r and potential match enumeration, for two and
+    /// three drafts, with and without a never-selected mass, and inner
+    /// worlds whose laws sum below 1.
+    #[test]
+    fn selected_law_and_potential_match_enumeration() {
+        // (q per draft, base per draft, theta).
+        type Case = (Vec<Vec<f64>>, Vec<f64>, Vec<f64>);
+        let cases: Vec<Case> = vec![
+            (
+                vec![vec![0.5, 0.3, 0.2], vec![0.1, 0.1, 0.8]],
+                vec![0.0, 0.0],
+                vec![0.0, -1.0, -3.0],
+            ),
+            (
+                vec![
+                    vec![0.2, 0.3, 0.1],
+                    vec![0.3, 0.1, 0.2],
+                    vec![0.0, 0.5, 0.25],
+                ],
+                vec![0.4, 0.4, 0.25],
+                vec![-0.5, 0.0, -12.0],
+            ),
+            (
+                vec![vec![0.05, 0.1], vec![0.2, 0.1]],
+                vec![0.0, 0.0],
+                vec![0.0, 2.5],
+            ),
+        ];
+        for (q, base, theta) in cases {
+            let potential = Independent {
+                q: &q,
+                base: &base,
+                flat: true,
+            };
+            let at = potential.evaluate(&theta, &mut Workspace::default());
+            let (r, value) = enumerated(&q, &base, &theta);
+            for (got, want) in at.marginal.iter().zip(&r) {
+                assert!((got - want).abs() < 1e-13, "r {got} vs {want}");
+            }
+            assert!(
+                (at.potential - value).abs() < 1e-12,
+                "{} vs {value}",
+                at.potential
+            );
+        }
+    }
+
+    /// The Hessian-vector product matches finite differences of r.
+    #[test]
+    fn hessian_times_matches_differences_of_r() {
+        let q = vec![vec![0.5, 0.3, 0.2], vec![0.1, 0.6, 0.3]];
+        let base = vec![0.0, 0.0];
+        let theta = vec![0.0, -0.7, -2.0];
+        let potential = Independent {
+            q: &q,
+            base: &base,
+            flat: true,
+        };
+        let mut workspace = Workspace::default();
+        let at = potential.evaluate(&theta, &mut workspace);
+        let v = [0.3, -0.2, 0.5];
+        let hv = potential.hessian_times(&theta, &at.marginal, &at.hessian, &v);
+        let h = 1e-6;
+        let mut moved = |s: f64| {
+            let t: Vec<f64> = theta.iter().zip(&v).map(|(t, v)| t + s * v).collect();
+            potential.evaluate(&t, &mut workspace).marginal
+        };
+        let (plus, minus) = (moved(h), moved(-h));
+        for y in 0..3 {
+            let want = (plus[y] - minus[y]) / (2.0 * h);
+            assert!((hv[y] - want).abs() < 1e-7, "{} vs {want}", hv[y]);
+        }
+        let diagonal = potential.hessian_diagonal(&theta, &at.marginal, &at.hessian);
+        for y in 0..3 {
+            let mut unit = [0.0; 3];
+            unit[y] = 1.0;
+            let column = potential.hessian_times(&theta, &at.marginal, &at.hessian, &unit);
+            assert!((diagonal[y] - column[y]).abs() < 1e-12);
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The convex solver beyond i.i.d. drafts. Drafts from different draft
+//! models: the interval [acceptance, alpha_star] it certifies holds alpha*
+//! of the LP, its certificate reproduces the upper end, and it is narrower
+//! than the tolerance. Drafts without replacement: the acceptance is
+//! within the tolerance of the closed form's alpha*, never above it.
+
+use mdsd_benches::small_problems;
+use mdsd_bounds::optimal_acceptance;
+use mdsd_convex::ConvexSolver;
+use mdsd_core::{Problem, SchemeKind, Solve};
+use mdsd_lp::LpSolver;
+use proptest::prelude::*;
+
+/// p(H) + 1 - Π_i q_i(H).
+fn cut(problem: &Problem, h: &[usize]) -> f64 {
+    let p: f64 = h.iter().map(|&y| problem.target().prob(y)).sum();
+    let q: f64 = (problem.drafts().drafts().iter())
+        .map(|law| h.iter().map(|&y| law.prob(y)).sum::<f64>())
+        .product();
+    p + 1.0 - q
+}
+
+fn check(problem: &Problem) -> Result<(), TestCaseError> {
+    let solver = ConvexSolver::default();
+    let solution = solver
+        .solve(problem)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let s = &solution.summary;
+    let exact = LpSolver::default()
+        .solve(problem)
+        .unwrap()
+        .summary
+        .alpha_star;
+    prop_assert!(
+        s.acceptance <= exact + 1e-9,
+        "acceptance {} above alpha* {exact}",
+        s.acceptance
+    );
+    prop_assert!(
+        s.alpha_star >= exact - 1e-9,
+        "upper end {} below alpha* {exact}",
+        s.alpha_star
+    );
+    prop_assert!((cut(problem, &s.certificate) - s.alpha_star).abs() < 1e-12);
+    prop_assert!(
+        s.alpha_star - s.acceptance <= solver.tolerance,
+        "interval [{}, {}] wider than the tolerance (alpha* {exact})",
+        s.acceptance,
+        s.alpha_star
+    );
+    Ok(())
+}
+
+fn check_without_replacement(problem: &Problem) -> Result<(), TestCaseError> {
+    let solver = ConvexSolver::default();
+    let solution = solver
+        .solve(problem)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let s = &solution.summary;
+    let exact = optimal_acceptance(problem).unwrap().alpha_star;
+    prop_assert!((s.alpha_star - exact).abs() < 1e-12);
+    prop_assert!(
+        s.acceptance <= exact + 1e-9,
+        "acceptance {} above alpha* {exact}",
+        s.acceptance
+    );
+    prop_assert!(
+        s.acceptance >= exact - solver.tolerance,
+        "acceptance {} short of alpha* {exact} by more than the tolerance",
+        s.acceptance
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    #[test]
+    fn independent_drafts_interval_holds_alpha_star(problem in small_problems(SchemeKind::Independent)) {
+        check(&problem)?;
+    }
+
+    #[test]
+    fn without_replacement_reaches_alpha_star(problem in small_problems(SchemeKind::WithoutReplacement)) {
+        check_without_replacement(&problem)?;
+    }
+}
+
+/// Two draft laws from one draft row at temperatures 0.7 and 1.3, each at
+/// its top k, on the repository's real rows: the interval is within the
+/// tolerance and holds the cut's value.
+#[test]
+fn real_rows_at_two_temperatures() {
+    use mdsd_core::{DraftScheme, Transform};
+    let solver = ConvexSolver::default();
+    for k in [10, 100] {
+        for (r, (p, q)) in mdsd_benches::real_rows().iter().enumerate() {
+            let at = |temperature: f64| {
+                let transform = Transform {
+                    temperature: Some(temperature),
+                    top_k: Some(k),
+                    top_p: None,
+                };
+                transform.apply(q).unwrap()
+            };
+            let drafts = DraftScheme::independent(vec![at(0.7), at(1.3)]).unwrap();
+            let problem = Problem::new(p.clone(), drafts).unwrap();
+            let s = solver.solve(&problem).unwrap().summary;
+            assert!(
+                s.alpha_star - s.acceptance <= solver.tolerance,
+                "row {r}, k {k}"
+            );
+            assert!((cut(&problem, &s.certificate) - s.alpha_star).abs() < 1e-12);
+        }
+    }
+}
+
+/// Drafts without replacement on the repository's real rows, the draft at
+/// its top 10 tokens (the double integral makes larger k slow): the
+/// acceptance is within the tolerance of alpha*.
+#[test]
+fn real_rows_without_replacement() {
+    use mdsd_core::DraftScheme;
+    let solver = ConvexSolver::default();
+    for (k, n) in [(10, 2), (10, 4)] {
+        for (r, (p, q)) in mdsd_benches::real_rows().iter().enumerate() {
+            let drafts = DraftScheme::without_replacement(q.top_k(k).unwrap(), n).unwrap();
+            let problem = Problem::new(p.clone(), drafts).unwrap();
+            let s = solver.solve(&problem).unwrap().summary;
+            assert!(
+                s.alpha_star - s.acceptance <= solver.tolerance,
+                "row {r}, k {k}, n {n}"
+            );
+            assert!(s.acceptance <= s.alpha_star + 1e-9);
+        }
+    }
+}
