@@ -136,7 +136,7 @@ pub enum BoundError {
 }
 
 /// What scales where the subset search for independent drafts refuses.
-const INDEPENDENT_INSTEAD: &[Method] = &[Method::MaxFlow];
+const INDEPENDENT_INSTEAD: &[Method] = &[Method::Convex, Method::MaxFlow];
 
 impl BoundError {
     /// The methods this error points to instead (empty for most).

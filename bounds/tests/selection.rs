@@ -251,8 +251,15 @@ fn independent_subset_search_refuses_large_instances() {
             limit: 20
         }
     );
-    assert!(err.to_string().contains("use max flow"), "{err}");
-    assert_eq!(err.instead(), &[mdsd_core::Method::MaxFlow]);
+    assert!(
+        err.to_string()
+            .contains("use the convex solver or max flow"),
+        "{err}"
+    );
+    assert_eq!(
+        err.instead(),
+        &[mdsd_core::Method::Convex, mdsd_core::Method::MaxFlow]
+    );
 }
 
 /// `-0.0` is a valid zero: the selection must order it as the 0 it is.

@@ -41,12 +41,52 @@ pub(crate) struct Independent<'a> {
     pub flat: bool,
 }
 
-/// What a Newton direction needs of an evaluation: the nodes, and each
-/// draft's transform phi_i at each node.
+/// What a Newton direction needs of an evaluation: the nodes, each
+/// draft's transform phi_i at each node, and the tokens' groups.
 pub(crate) struct Kernels {
     c: Vec<f64>,
     /// phi[k][i] = phi_i(c_k).
     phi: Vec<Vec<f64>>,
+    groups: Groups,
+}
+
+/// The tokens grouped by their weight a = e^theta: the integrals depend on
+/// a token only through a, and at and near the optimum most tokens share
+/// one of a few weights (those held at a bound), so each integral is
+/// computed once per group and each token reads its group's.
+struct Groups {
+    /// The weight of each group.
+    a: Vec<f64>,
+    /// The group of each token.
+    of: Vec<usize>,
+}
+
+impl Groups {
+    fn new(theta: &[f64]) -> Self {
+        let mut index = std::collections::HashMap::new();
+        let mut a = Vec::new();
+        let of = theta
+            .iter()
+            .map(|t| {
+                *index.entry(t.to_bits()).or_insert_with(|| {
+                    a.push(t.exp());
+                    a.len() - 1
+                })
+            })
+            .collect();
+        Self { a, of }
+    }
+
+    /// Σ over each group's tokens of `x`, per draft: `sums[i][g]`.
+    fn sums(&self, x: impl Fn(usize, usize) -> f64, drafts: usize) -> Vec<Vec<f64>> {
+        let mut sums = vec![vec![0.0; self.a.len()]; drafts];
+        for (y, &g) in self.of.iter().enumerate() {
+            for (i, sum) in sums.iter_mut().enumerate() {
+                sum[g] += x(i, y);
+            }
+        }
+        sums
+    }
 }
 
 /// Π_{j ∉ skip} phi_j.
@@ -62,71 +102,90 @@ impl Independent<'_> {
         self.q.len()
     }
 
-    /// Σ_i q_i(y) Π_{j≠i} phi_j: the weight of token y in r's integrand.
-    fn mixture(&self, y: usize, phi: &[f64]) -> f64 {
-        (0..self.drafts())
-            .map(|i| self.q[i][y] * product_without(phi, &[i]))
-            .sum()
+    /// Σ_i q_i(y) values[i][g(y)] for every token y.
+    fn per_token(&self, groups: &Groups, values: &[Vec<f64>]) -> Vec<f64> {
+        (groups.of.iter().enumerate())
+            .map(|(y, &g)| {
+                (0..self.drafts())
+                    .map(|i| self.q[i][y] * values[i][g])
+                    .sum()
+            })
+            .collect()
     }
 
     /// The Hessian times `v` (zero on the held variables).
-    fn hessian_times(&self, theta: &[f64], r: &[f64], kernels: &Kernels, v: &[f64]) -> Vec<f64> {
+    fn hessian_times(&self, r: &[f64], kernels: &Kernels, v: &[f64]) -> Vec<f64> {
         let n = self.drafts();
-        let a: Vec<f64> = theta.iter().map(|t| t.exp()).collect();
-        let mut out: Vec<f64> = r.iter().zip(v).map(|(r, v)| r * v).collect();
+        let groups = &kernels.groups;
+        let weighted = groups.sums(|i, z| self.q[i][z] * v[z], n);
+        // Per group g and draft i: Σ_k w_k e^(-a_g c) Σ_{j≠i} K_ij psi_j
+        // (cross) and Σ_k w_k e^(-a_g c) K_i (own), w_k = STEP c_k².
+        let mut cross = vec![vec![0.0; groups.a.len()]; n];
+        let mut own = vec![vec![0.0; groups.a.len()]; n];
         for (&c, phi) in kernels.c.iter().zip(&kernels.phi) {
             let weight = STEP * c * c;
-            let e: Vec<f64> = a.iter().map(|&a| (-a * c).exp()).collect();
+            let e: Vec<f64> = groups.a.iter().map(|&a| (-a * c).exp()).collect();
             // psi_j = Σ_z q_j(z) a_z v_z e^(-a_z c).
             let psi: Vec<f64> = (0..n)
                 .map(|j| {
-                    (0..a.len())
-                        .map(|z| self.q[j][z] * a[z] * v[z] * e[z])
+                    (0..e.len())
+                        .map(|g| weighted[j][g] * groups.a[g] * e[g])
                         .sum()
                 })
                 .collect();
-            for y in 0..a.len() {
-                let mut cross = 0.0;
-                let mut own = 0.0;
-                for i in 0..n {
-                    let qi = self.q[i][y];
-                    if qi == 0.0 {
-                        continue;
-                    }
-                    own += qi * product_without(phi, &[i]);
-                    cross += qi
-                        * (0..n)
-                            .filter(|&j| j != i)
-                            .map(|j| product_without(phi, &[i, j]) * psi[j])
-                            .sum::<f64>();
+            for i in 0..n {
+                let coupled: f64 = (0..n)
+                    .filter(|&j| j != i)
+                    .map(|j| product_without(phi, &[i, j]) * psi[j])
+                    .sum();
+                let alone = product_without(phi, &[i]);
+                for (g, &e) in e.iter().enumerate() {
+                    cross[i][g] += weight * e * coupled;
+                    own[i][g] += weight * e * alone;
                 }
-                out[y] -= weight * a[y] * e[y] * (cross + a[y] * v[y] * own);
             }
         }
-        out
+        let (cross, own) = (self.per_token(groups, &cross), self.per_token(groups, &own));
+        (0..r.len())
+            .map(|y| {
+                let a = groups.a[groups.of[y]];
+                r[y] * v[y] - a * (cross[y] + a * v[y] * own[y])
+            })
+            .collect()
     }
 
     /// The Hessian's diagonal: r_y - E[π_y²].
-    fn hessian_diagonal(&self, theta: &[f64], r: &[f64], kernels: &Kernels) -> Vec<f64> {
+    fn hessian_diagonal(&self, r: &[f64], kernels: &Kernels) -> Vec<f64> {
         let n = self.drafts();
-        let a: Vec<f64> = theta.iter().map(|t| t.exp()).collect();
-        let mut out = r.to_vec();
+        let groups = &kernels.groups;
+        // Per group: pairs[i][j][g] = Σ_k w_k e^(-2 a_g c) K_ij, own[i][g] =
+        // Σ_k w_k e^(-a_g c) K_i.
+        let mut pairs = vec![vec![vec![0.0; groups.a.len()]; n]; n];
+        let mut own = vec![vec![0.0; groups.a.len()]; n];
         for (&c, phi) in kernels.c.iter().zip(&kernels.phi) {
             let weight = STEP * c * c;
-            for y in 0..a.len() {
-                let e = (-a[y] * c).exp();
-                let mut pairs = 0.0;
-                let mut own = 0.0;
+            for (g, &a) in groups.a.iter().enumerate() {
+                let e = (-a * c).exp();
                 for i in 0..n {
-                    own += self.q[i][y] * product_without(phi, &[i]);
+                    own[i][g] += weight * e * product_without(phi, &[i]);
                     for j in (0..n).filter(|&j| j != i) {
-                        pairs += self.q[i][y] * self.q[j][y] * product_without(phi, &[i, j]);
+                        pairs[i][j][g] += weight * e * e * product_without(phi, &[i, j]);
                     }
                 }
-                out[y] -= weight * a[y] * a[y] * e * (e * pairs + own);
             }
         }
-        out
+        let own = self.per_token(groups, &own);
+        (0..r.len())
+            .map(|y| {
+                let g = groups.of[y];
+                let a = groups.a[g];
+                let coupled: f64 = (0..n)
+                    .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
+                    .map(|(i, j)| self.q[i][y] * self.q[j][y] * pairs[i][j][g])
+                    .sum();
+                r[y] - a * a * (coupled + own[y])
+            })
+            .collect()
     }
 }
 
@@ -135,13 +194,15 @@ impl Potential for Independent<'_> {
 
     fn evaluate(&self, theta: &[f64], _workspace: &mut Workspace) -> Evaluation<Kernels> {
         let n = self.drafts();
-        let a: Vec<f64> = theta.iter().map(|t| t.exp()).collect();
+        let groups = Groups::new(theta);
+        let mass = groups.sums(|i, y| self.q[i][y], n);
         let c = nodes(theta, n);
         let worlds: Vec<f64> = (0..n)
             .map(|i| self.base[i] + self.q[i].iter().sum::<f64>())
             .collect();
         let selectable = worlds.iter().product::<f64>() - self.base.iter().product::<f64>();
-        let mut marginal = vec![0.0; theta.len()];
+        // Per draft i and group g: Σ_k w_k a c_k e^(-a c_k) Π_{j≠i} phi_j.
+        let mut selected = vec![vec![0.0; groups.a.len()]; n];
         let mut potential = 0.0;
         let mut phi_at = Vec::with_capacity(c.len());
         for (k, &ck) in c.iter().enumerate() {
@@ -155,7 +216,7 @@ impl Potential for Independent<'_> {
             // phi_i - s_i = Σ_y q_i(y) (e^(-a_y c) - 1), without cancellation.
             let shift: Vec<f64> = (0..n)
                 .map(|i| {
-                    (self.q[i].iter().zip(&a))
+                    (mass[i].iter().zip(&groups.a))
                         .map(|(q, a)| q * (-a * ck).exp_m1())
                         .sum()
                 })
@@ -169,16 +230,23 @@ impl Potential for Independent<'_> {
             }
             // (m e^(-c) - (Π phi - Π base)) = m (e^(-c) - 1) - (Π phi - Π s).
             potential += weight * (selectable * (-ck).exp_m1() - product_shift);
-            for (y, r) in marginal.iter_mut().enumerate() {
-                let x = a[y] * ck;
-                *r += weight * x * (-x).exp() * self.mixture(y, &phi);
+            for (i, selected) in selected.iter_mut().enumerate() {
+                let kernel = product_without(&phi, &[i]);
+                for (g, &a) in groups.a.iter().enumerate() {
+                    let x = a * ck;
+                    selected[g] += weight * x * (-x).exp() * kernel;
+                }
             }
             phi_at.push(phi);
         }
         Evaluation {
             potential,
-            marginal,
-            hessian: Kernels { c, phi: phi_at },
+            marginal: self.per_token(&groups, &selected),
+            hessian: Kernels {
+                c,
+                phi: phi_at,
+                groups,
+            },
         }
     }
 
@@ -186,15 +254,15 @@ impl Potential for Independent<'_> {
     /// the Hessian-vector products, preconditioned by the diagonal.
     fn direction(
         &self,
-        theta: &[f64],
+        _theta: &[f64],
         at: &Evaluation<Kernels>,
         gradient: &[f64],
         held: &[bool],
         _workspace: &mut Workspace,
     ) -> Vec<f64> {
-        let diagonal = self.hessian_diagonal(theta, &at.marginal, &at.hessian);
+        let diagonal = self.hessian_diagonal(&at.marginal, &at.hessian);
         newton_by_conjugate_gradients(
-            |v| self.hessian_times(theta, &at.marginal, &at.hessian, v),
+            |v| self.hessian_times(&at.marginal, &at.hessian, v),
             &diagonal,
             &at.marginal,
             gradient,
@@ -280,6 +348,12 @@ mod tests {
                 vec![0.0, 0.0],
                 vec![0.0, 2.5],
             ),
+            // Tied weights: one group of two tokens.
+            (
+                vec![vec![0.4, 0.3, 0.3], vec![0.2, 0.5, 0.3]],
+                vec![0.0, 0.0],
+                vec![-1.5, 0.0, -1.5],
+            ),
         ];
         for (q, base, theta) in cases {
             let potential = Independent {
@@ -303,9 +377,9 @@ mod tests {
     /// The Hessian-vector product matches finite differences of r.
     #[test]
     fn hessian_times_matches_differences_of_r() {
-        let q = vec![vec![0.5, 0.3, 0.2], vec![0.1, 0.6, 0.3]];
+        let q = vec![vec![0.4, 0.3, 0.2, 0.1], vec![0.1, 0.5, 0.3, 0.1]];
         let base = vec![0.0, 0.0];
-        let theta = vec![0.0, -0.7, -2.0];
+        let theta = vec![0.0, -2.0, -0.7, -2.0];
         let potential = Independent {
             q: &q,
             base: &base,
@@ -313,23 +387,23 @@ mod tests {
         };
         let mut workspace = Workspace::default();
         let at = potential.evaluate(&theta, &mut workspace);
-        let v = [0.3, -0.2, 0.5];
-        let hv = potential.hessian_times(&theta, &at.marginal, &at.hessian, &v);
+        let v = [0.3, -0.2, 0.5, 0.1];
+        let hv = potential.hessian_times(&at.marginal, &at.hessian, &v);
         let h = 1e-6;
         let mut moved = |s: f64| {
             let t: Vec<f64> = theta.iter().zip(&v).map(|(t, v)| t + s * v).collect();
             potential.evaluate(&t, &mut workspace).marginal
         };
         let (plus, minus) = (moved(h), moved(-h));
-        for y in 0..3 {
+        for y in 0..4 {
             let want = (plus[y] - minus[y]) / (2.0 * h);
             assert!((hv[y] - want).abs() < 1e-7, "{} vs {want}", hv[y]);
         }
-        let diagonal = potential.hessian_diagonal(&theta, &at.marginal, &at.hessian);
-        for y in 0..3 {
-            let mut unit = [0.0; 3];
+        let diagonal = potential.hessian_diagonal(&at.marginal, &at.hessian);
+        for y in 0..4 {
+            let mut unit = [0.0; 4];
             unit[y] = 1.0;
-            let column = potential.hessian_times(&theta, &at.marginal, &at.hessian, &unit);
+            let column = potential.hessian_times(&at.marginal, &at.hessian, &unit);
             assert!((diagonal[y] - column[y]).abs() < 1e-12);
         }
     }

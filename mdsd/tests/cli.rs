@@ -858,3 +858,66 @@ fn compare_samples_at_full_vocabulary_skip_what_cannot_run() {
         "{stderr}"
     );
 }
+
+/// `solve --method convex` beyond i.i.d. drafts: without replacement its
+/// acceptance is within the tolerance of the closed form's alpha*; for
+/// independent drafts it brackets max flow's alpha* between the
+/// acceptance and the cut of the certificate, and the table says which
+/// end is which.
+#[test]
+fn solve_convex_on_wor_and_independent_drafts() {
+    let base = [
+        "-p",
+        "0.4,0.3,0.2,0.1",
+        "-q",
+        "0.1,0.2,0.3,0.4",
+        "-n",
+        "2",
+        "--json",
+    ];
+    let wor = json(
+        &[
+            &["solve", "--method", "convex", "--scheme", "wor"],
+            &base[..],
+        ]
+        .concat(),
+    );
+    let closed = json(&[&["bound", "--scheme", "wor"], &base[..]].concat());
+    let (acceptance, alpha) = (
+        wor["acceptance"].as_f64().unwrap(),
+        closed["alpha_star"].as_f64().unwrap(),
+    );
+    assert!(
+        alpha - 1e-7 <= acceptance && acceptance <= alpha + 1e-12,
+        "{wor}"
+    );
+    let independent = [
+        "--scheme",
+        "independent",
+        "-p",
+        "0.4,0.3,0.2,0.1",
+        "-q",
+        "0.1,0.2,0.3,0.4",
+        "-q",
+        "0.25,0.25,0.4,0.1",
+        "-n",
+        "2",
+    ];
+    let convex = json(&[&["solve", "--method", "convex", "--json"], &independent[..]].concat());
+    let flow = json(&[&["solve", "--method", "flow", "--json"], &independent[..]].concat());
+    let exact = flow["alpha_star"].as_f64().unwrap();
+    let (low, high) = (
+        convex["acceptance"].as_f64().unwrap(),
+        convex["alpha_star"].as_f64().unwrap(),
+    );
+    assert!(
+        low <= exact + 1e-12 && exact <= high + 1e-12 && high - low <= 1e-7,
+        "{convex}"
+    );
+    let table = mdsd(&[&["solve", "--method", "convex"], &independent[..]].concat());
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        text.contains("alpha* lies between the acceptance"),
+        "{text}"
+    );
+}

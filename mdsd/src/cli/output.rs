@@ -152,6 +152,11 @@ impl Report<'_> {
                 row.alpha_star
             );
         }
+        if iterative && self.scheme == "independent" {
+            // No closed form gives alpha* for independent drafts: the convex
+            // solver brackets it.
+            out += "independent drafts: alpha* lies between the acceptance (the rule's: a lossless verifier reaches it) and the alpha* column (the cut p(H*) + 1 - q_1(H*)...q_n(H*) of the H* shown, an upper bound)\n";
+        }
         out
     }
 }
