@@ -54,8 +54,11 @@ pub(crate) trait Potential: Sync {
 
 /// Conjugate-gradient iterations per Newton direction.
 const CG_ITERATIONS: usize = 50;
-/// Relative residual at which conjugate gradients stop.
+/// The least relative residual at which conjugate gradients stop.
 const CG_TOLERANCE: f64 = 1e-10;
+/// The largest: far from the optimum the Newton system is solved this
+/// roughly.
+const FORCING_MAX: f64 = 0.1;
 /// Ridge added to the Hessian's diagonal, relative to its scale: the
 /// potentials are flat along theta + t·1, where the Hessian is singular.
 const RIDGE: f64 = 1e-12;
@@ -103,6 +106,11 @@ pub(crate) fn newton_by_conjugate_gradients(
         .map(|y| if free(y) { -gradient[y] } else { 0.0 })
         .collect();
     let start = dot(&residual, &residual).sqrt();
+    // Inexact Newton (Eisenstat & Walker, SIAM J. Sci. Comput. 1996): far
+    // from the optimum a rough solve of the Newton system does as well, and
+    // the forcing term sqrt(|g|) tightens as the gradient falls, which keeps
+    // the convergence superlinear.
+    let forcing = start.sqrt().clamp(CG_TOLERANCE, FORCING_MAX);
     let mut z: Vec<f64> = residual
         .iter()
         .zip(&preconditioner)
@@ -122,7 +130,7 @@ pub(crate) fn newton_by_conjugate_gradients(
             .iter_mut()
             .zip(&hs)
             .for_each(|(r, h)| *r -= step * h);
-        if dot(&residual, &residual).sqrt() <= CG_TOLERANCE * start {
+        if dot(&residual, &residual).sqrt() <= forcing * start {
             break;
         }
         z = residual
