@@ -344,13 +344,14 @@ class VerifierReport:
 
 
 def _tuples(q, n, scheme):
-    """Every ordered draft tuple with its probability: i.i.d. or without
-    replacement."""
+    """Every ordered draft tuple with its probability: i.i.d., without
+    replacement, or one draft from each law of ``q`` (independent)."""
     import itertools
 
-    if scheme == "iid":
-        for drafts in itertools.product(range(len(q)), repeat=n):
-            weight = float(np.prod(q[list(drafts)]))
+    if scheme in ("iid", "independent"):
+        laws = q if scheme == "independent" else [q] * n
+        for drafts in itertools.product(range(len(laws[0])), repeat=n):
+            weight = float(np.prod([law[x] for law, x in zip(laws, drafts)]))
             # Drafts that cannot be drawn say nothing of the verifier.
             if weight > 0:
                 yield drafts, weight
@@ -366,7 +367,8 @@ def _tuples(q, n, scheme):
             if weight > 0:
                 yield drafts, weight
     else:
-        raise MdsdError(f"scheme {scheme!r}: check_verifier enumerates iid and wor drafts")
+        raise MdsdError(f"scheme {scheme!r}: check_verifier enumerates iid, wor and independent "
+                        "drafts")
 
 
 def _random_instances(count, n, scheme, seed):
@@ -383,6 +385,8 @@ def _random_instances(count, n, scheme, seed):
             p /= p.sum()
         if k % 7 == 6:
             q[:] = p
+        if scheme == "independent":
+            q = [q] + [rng.dirichlet(np.full(v, concentration)) for _ in range(n - 1)]
         yield p, q
 
 
@@ -393,8 +397,9 @@ def check_verifier(verifier, p=None, q=None, n=2, scheme="iid", *, samples=None,
 
     Exact mode (``samples=None``): ``verifier(p, q, drafts)`` returns the
     output law (an array over the vocabulary) given the drafts, a tuple of
-    ``n`` token ids. Every draft tuple of ``scheme`` ("iid" or "wor") is
-    enumerated with its probability, for the given ``p``, ``q`` (1-D, V^n at
+    ``n`` token ids. Every draft tuple of ``scheme`` ("iid", "wor", or
+    "independent" with ``q`` a list of ``n`` laws) is enumerated with its
+    probability, for the given ``p``, ``q`` (1-D, V^n at
     most 10^6), or else for ``instances`` random small ones drawn from
     ``seed`` (2 to 5 tokens, flat to peaked, with zeros and ties); the
     output marginal sum_drafts P(drafts) law(drafts) is compared with p and
@@ -437,7 +442,8 @@ def check_verifier(verifier, p=None, q=None, n=2, scheme="iid", *, samples=None,
 
 def _check_exact(verifier, p, q, n, scheme, seed, instances):
     if p is not None or q is not None:
-        cases = [(_rows(p, "p").astype(np.float64), _rows(q, "q").astype(np.float64))]
+        laws = [_rows(x, "q").astype(np.float64) for x in _drafts(q, scheme)]
+        cases = [(_rows(p, "p").astype(np.float64), laws if scheme == "independent" else laws[0])]
         if cases[0][0].ndim != 1 or len(cases[0][0]) ** n > 1_000_000:
             raise MdsdError("check_verifier enumerates V^n draft tuples: give 1-D p and q with "
                             "V^n at most 10^6")
@@ -446,7 +452,9 @@ def _check_exact(verifier, p, q, n, scheme, seed, instances):
     errors, law_errors, acceptances, alphas = [], [], [], []
     worst = None
     for p_row, q_row in cases:
-        p_row, q_row = p_row / p_row.sum(), q_row / q_row.sum()
+        p_row = p_row / p_row.sum()
+        q_row = ([x / x.sum() for x in q_row] if scheme == "independent"
+                 else q_row / q_row.sum())
         output = np.zeros_like(p_row)
         accepted, law_error = 0.0, 0.0
         for drafts, weight in _tuples(q_row, n, scheme):
