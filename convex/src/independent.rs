@@ -48,6 +48,30 @@ pub(crate) struct Kernels {
     /// phi[k][i] = phi_i(c_k).
     phi: Vec<Vec<f64>>,
     groups: Groups,
+    /// e^(-a_g c_k), node after node, kept from the evaluation when the
+    /// table is at most EXPONENTIALS_KEPT entries: the Hessian products
+    /// of the conjugate gradients read it instead of computing it again.
+    exponentials: Option<Vec<f64>>,
+}
+
+/// The most entries (nodes x groups) of the exponentials kept between an
+/// evaluation and its Newton direction (32 MB).
+const EXPONENTIALS_KEPT: usize = 1 << 22;
+
+impl Kernels {
+    /// e^(-a_g c_k) for every group g at node k: the kept row, or computed
+    /// into `buffer`.
+    fn exponentials<'a>(&'a self, k: usize, buffer: &'a mut Vec<f64>) -> &'a [f64] {
+        let groups = self.groups.a.len();
+        match &self.exponentials {
+            Some(table) => &table[k * groups..(k + 1) * groups],
+            None => {
+                buffer.clear();
+                buffer.extend(self.groups.a.iter().map(|&a| (-a * self.c[k]).exp()));
+                buffer
+            }
+        }
+    }
 }
 
 /// The tokens grouped by their weight a = e^theta: the integrals depend on
@@ -122,9 +146,10 @@ impl Independent<'_> {
         // (cross) and Σ_k w_k e^(-a_g c) K_i (own), w_k = STEP c_k².
         let mut cross = vec![vec![0.0; groups.a.len()]; n];
         let mut own = vec![vec![0.0; groups.a.len()]; n];
-        for (&c, phi) in kernels.c.iter().zip(&kernels.phi) {
+        let mut buffer = Vec::new();
+        for (k, (&c, phi)) in kernels.c.iter().zip(&kernels.phi).enumerate() {
             let weight = STEP * c * c;
-            let e: Vec<f64> = groups.a.iter().map(|&a| (-a * c).exp()).collect();
+            let e = kernels.exponentials(k, &mut buffer);
             // psi_j = Σ_z q_j(z) a_z v_z e^(-a_z c).
             let psi: Vec<f64> = (0..n)
                 .map(|j| {
@@ -162,10 +187,11 @@ impl Independent<'_> {
         // Σ_k w_k e^(-a_g c) K_i.
         let mut pairs = vec![vec![vec![0.0; groups.a.len()]; n]; n];
         let mut own = vec![vec![0.0; groups.a.len()]; n];
-        for (&c, phi) in kernels.c.iter().zip(&kernels.phi) {
+        let mut buffer = Vec::new();
+        for (k, (&c, phi)) in kernels.c.iter().zip(&kernels.phi).enumerate() {
             let weight = STEP * c * c;
-            for (g, &a) in groups.a.iter().enumerate() {
-                let e = (-a * c).exp();
+            let row = kernels.exponentials(k, &mut buffer);
+            for (g, &e) in row.iter().enumerate() {
                 for i in 0..n {
                     own[i][g] += weight * e * product_without(phi, &[i]);
                     for j in (0..n).filter(|&j| j != i) {
@@ -205,6 +231,8 @@ impl Potential for Independent<'_> {
         let mut selected = vec![vec![0.0; groups.a.len()]; n];
         let mut potential = 0.0;
         let mut phi_at = Vec::with_capacity(c.len());
+        let mut exponentials = (c.len() * groups.a.len() <= EXPONENTIALS_KEPT)
+            .then(|| Vec::with_capacity(c.len() * groups.a.len()));
         for (k, &ck) in c.iter().enumerate() {
             // The first node stands for the rule's infinite left end too,
             // where every integrand grows like c (`left_tail`).
@@ -230,12 +258,15 @@ impl Potential for Independent<'_> {
             }
             // (m e^(-c) - (Π phi - Π base)) = m (e^(-c) - 1) - (Π phi - Π s).
             potential += weight * (selectable * (-ck).exp_m1() - product_shift);
+            let e: Vec<f64> = groups.a.iter().map(|&a| (-a * ck).exp()).collect();
             for (i, selected) in selected.iter_mut().enumerate() {
                 let kernel = product_without(&phi, &[i]);
-                for (g, &a) in groups.a.iter().enumerate() {
-                    let x = a * ck;
-                    selected[g] += weight * x * (-x).exp() * kernel;
+                for (g, (&a, &e)) in groups.a.iter().zip(&e).enumerate() {
+                    selected[g] += weight * a * ck * e * kernel;
                 }
+            }
+            if let Some(table) = exponentials.as_mut() {
+                table.extend_from_slice(&e);
             }
             phi_at.push(phi);
         }
@@ -246,6 +277,7 @@ impl Potential for Independent<'_> {
                 c,
                 phi: phi_at,
                 groups,
+                exponentials,
             },
         }
     }
@@ -399,7 +431,19 @@ mod tests {
             let want = (plus[y] - minus[y]) / (2.0 * h);
             assert!((hv[y] - want).abs() < 1e-7, "{} vs {want}", hv[y]);
         }
+        // Without the kept exponentials (past EXPONENTIALS_KEPT), the same.
+        let mut unkept = potential.evaluate(&theta, &mut workspace);
+        assert!(unkept.hessian.exponentials.take().is_some());
+        let again = potential.hessian_times(&unkept.marginal, &unkept.hessian, &v);
+        assert!(hv.iter().zip(&again).all(|(a, b)| (a - b).abs() < 1e-15));
         let diagonal = potential.hessian_diagonal(&at.marginal, &at.hessian);
+        let recomputed = potential.hessian_diagonal(&unkept.marginal, &unkept.hessian);
+        assert!(
+            diagonal
+                .iter()
+                .zip(&recomputed)
+                .all(|(a, b)| (a - b).abs() < 1e-15)
+        );
         for y in 0..4 {
             let mut unit = [0.0; 4];
             unit[y] = 1.0;
