@@ -184,6 +184,22 @@ impl DraftScheme {
         Self::new(SchemeKind::Independent, qs, n)
     }
 
+    /// n independent drafts from m <= n draft laws taken in turn, draft i
+    /// from `laws[i mod m]`: one draft model at two temperatures gives
+    /// n = 4 drafts at 0.7, 1.3, 0.7, 1.3.
+    pub fn independent_cycled(laws: &[Distribution], n: usize) -> Result<Self, CoreError> {
+        if laws.is_empty() || laws.len() > n {
+            return Err(CoreError::DraftCountMismatch {
+                scheme: SchemeKind::Independent.name(),
+                needed: n,
+                expected: n,
+                found: laws.len(),
+            });
+        }
+        let drafts = (0..n).map(|i| laws[i % laws.len()].clone()).collect();
+        Self::new(SchemeKind::Independent, drafts, n)
+    }
+
     /// The general constructor: `drafts` holds one distribution, or n of them
     /// for [`SchemeKind::Independent`], all over one vocabulary.
     pub fn new(kind: SchemeKind, drafts: Vec<Distribution>, n: usize) -> Result<Self, CoreError> {

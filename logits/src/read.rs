@@ -273,6 +273,10 @@ pub struct ReadOptions {
     /// How the draft's vocabulary relates to the target's (by default the
     /// two rows must have the same length).
     pub vocabulary: VocabularyOptions,
+    /// The draft arrays by name, one per draft model (drafts from
+    /// different models: [`Pairs::more_drafts`] holds the second on);
+    /// empty: the one array [`DRAFT_NAMES`] finds.
+    pub draft_arrays: Vec<String>,
 }
 
 /// Reads target and draft rows from `path`: a `.npz` or `.safetensors`
@@ -442,6 +446,13 @@ pub(crate) fn assemble(
                     .into(),
             });
         }
+        if !options.draft_arrays.is_empty() {
+            return Err(LogitsError::Format {
+                path: arrays.path().to_string(),
+                format: "sparse-with-tail",
+                message: "it holds one draft (`q`), not the named draft arrays asked for".into(),
+            });
+        }
         return sparse_pairs(arrays, options);
     }
     let find = |role: &'static str, candidates: &[&str]| {
@@ -456,38 +467,50 @@ pub(crate) fn assemble(
                 found: names.join(", "),
             })
     };
-    let (target_name, draft_name) = (find("target", &TARGET_NAMES)?, find("draft", &DRAFT_NAMES)?);
+    let target_name = find("target", &TARGET_NAMES)?;
+    let draft_names = if options.draft_arrays.is_empty() {
+        vec![find("draft", &DRAFT_NAMES)?]
+    } else {
+        (options.draft_arrays.iter())
+            .map(|name| find("draft", std::slice::from_ref(&name.as_str())))
+            .collect::<Result<_, _>>()?
+    };
     let path = arrays.path().to_string();
-    let (target, draft) = (arrays.floats(&target_name)?, arrays.floats(&draft_name)?);
-    let (target_float, draft_float) = (target.float, draft.float);
-    let shape = target.shape.clone();
-    let (target, draft) = (rows_of(target, &path)?, rows_of(draft, &path)?);
-    check_row_count(&path, &target, &draft)?;
-    check_vocabularies(
-        &path,
-        &target,
-        std::slice::from_ref(&draft),
-        &options.vocabulary,
-    )?;
-    let named_logits = target_name.contains("logits") || draft_name.contains("logits");
+    let target = arrays.floats(&target_name)?;
+    let (target_float, shape) = (target.float, target.shape.clone());
+    let target = rows_of(target, &path)?;
+    let (mut drafts, mut floats) = (Vec::new(), Vec::new());
+    for name in &draft_names {
+        let draft = arrays.floats(name)?;
+        floats.push(draft.float);
+        let draft = rows_of(draft, &path)?;
+        check_row_count(&path, &target, &draft)?;
+        drafts.push(draft);
+    }
+    check_vocabularies(&path, &target, &drafts, &options.vocabulary)?;
+    let named_logits = std::iter::once(&target_name)
+        .chain(&draft_names)
+        .any(|name| name.contains("logits"));
     let values = match options.values {
         Some(values) => values,
         None if named_logits => Values::Logits,
-        None => detect([&target, &draft]),
+        None => detect(std::iter::once(&target).chain(&drafts)),
     };
-    let (target, draft) = match values {
+    let (target, drafts) = match values {
         Values::Probabilities => (
             renormalised(target, target_float, &path, &target_name)?,
-            renormalised(draft, draft_float, &path, &draft_name)?,
+            (drafts.into_iter().zip(floats).zip(&draft_names))
+                .map(|((rows, float), name)| renormalised(rows, float, &path, name))
+                .collect::<Result<_, _>>()?,
         ),
-        Values::Logits => (target, draft),
+        Values::Logits => (target, drafts),
     };
-    let (target, drafts, cut) = aligned(target, vec![draft], values, &options.vocabulary)?;
-    let draft = drafts.into_iter().next().expect("one draft in, one out");
+    let (target, mut drafts, cut) = aligned(target, drafts, values, &options.vocabulary)?;
+    let draft = drafts.remove(0);
     Ok(Pairs {
         target,
         draft,
-        more_drafts: Vec::new(),
+        more_drafts: drafts,
         values,
         layout: Layout::Dense,
         shape,
@@ -546,12 +569,9 @@ fn sum_and_range(values: &[f64]) -> (f64, bool) {
 
 /// Logits when any value lies outside [0, 1] (NaN included, which the
 /// softmax then reports by index); probabilities otherwise.
-fn detect(matrices: [&Matrix; 2]) -> Values {
+fn detect<'a>(mut matrices: impl Iterator<Item = &'a Matrix>) -> Values {
     let probability = |x: &f64| (0.0..=1.0).contains(x);
-    if matrices
-        .iter()
-        .all(|m| m.as_slice().iter().all(probability))
-    {
+    if matrices.all(|m| m.as_slice().iter().all(probability)) {
         Values::Probabilities
     } else {
         Values::Logits

@@ -320,7 +320,11 @@ impl RowReader {
     pub fn open(path: impl AsRef<Path>, options: &ReadOptions) -> Result<Self, LogitsError> {
         let path = path.as_ref();
         let source = path.display().to_string();
-        let parts = streamed_parts(path)?;
+        // Named draft arrays (drafts of several models) are read whole.
+        let parts = match options.draft_arrays.is_empty() {
+            true => streamed_parts(path)?,
+            false => None,
+        };
         let Some(parts) = parts else {
             let whole = read_pairs(path, options)?;
             return Ok(Self {

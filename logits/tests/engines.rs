@@ -23,6 +23,7 @@ fn read(name: &str, vocabulary: VocabularyOptions) -> Result<Pairs, LogitsError>
     let options = ReadOptions {
         values: None,
         vocabulary,
+        draft_arrays: Vec::new(),
     };
     read_pairs(fixture(name), &options)
 }
@@ -121,6 +122,7 @@ fn probability_rows_cut_are_renormalised_with_the_mass_reported() {
     let options = ReadOptions {
         values: None,
         vocabulary: cut(2, true),
+        ..ReadOptions::default()
     };
     let pairs = read_pairs(dir.path(), &options).unwrap();
     assert_eq!(pairs.target.row(0), [0.5 / 0.8, 0.3 / 0.8]);
@@ -189,6 +191,7 @@ fn the_sparse_format_takes_no_cut_or_map() {
     let options = ReadOptions {
         values: None,
         vocabulary: cut(2, true),
+        ..ReadOptions::default()
     };
     let err = read_pairs(sparse, &options).unwrap_err();
     assert!(err.to_string().contains("--vocab"), "{err}");

@@ -417,16 +417,50 @@ fn bad_input_gives_one_line_and_nonzero_exit() {
                 q,
                 "-q",
                 q,
+                "-q",
+                q,
                 "-n",
-                "3",
+                "2",
                 "--scheme",
                 "independent",
             ],
-            "once per draft model",
+            "each of its 3 draft laws at least once: n = 2 is too few",
         ),
         (
             vec!["bound", "-p", "0.5,0.3,0.2", "-q", q, "-q", q, "-n", "2"],
-            "repeat -q only",
+            "several (-q repeated, --draft-arrays, --draft-temperatures) only with --scheme independent",
+        ),
+        (
+            vec![
+                "bound",
+                "-p",
+                "0.5,0.3,0.2",
+                "-q",
+                q,
+                "-q",
+                q,
+                "-n",
+                "2",
+                "--scheme",
+                "independent",
+                "--draft-temperatures",
+                "0.7,1.3",
+            ],
+            "--draft-temperatures sets the laws of one draft row, but 2 were read",
+        ),
+        (
+            vec![
+                "bound",
+                "-p",
+                "0.5,0.3,0.2",
+                "-q",
+                q,
+                "-n",
+                "2",
+                "--draft-temperatures",
+                "0.7,1.3",
+            ],
+            "--scheme iid drafts from one draft law (got 2)",
         ),
         (
             vec!["bound", "-p", &two_rows, "-q", &three_rows, "-n", "2"],
@@ -920,4 +954,139 @@ fn solve_convex_on_wor_and_independent_drafts() {
         text.contains("alpha* lies between the acceptance"),
         "{text}"
     );
+}
+
+/// Independent drafts from draft laws taken in turn: two -q for n = 4 is
+/// the four -q they stand for; --draft-temperatures is -q repeated with
+/// the tempered rows; --draft-arrays reads named arrays of a data file.
+#[test]
+fn independent_drafts_from_laws_in_turn() {
+    let p = "0.4,0.3,0.2,0.1";
+    let (a, b) = ("0.1,0.2,0.3,0.4", "0.25,0.25,0.4,0.1");
+    let alpha = |args: &[&str]| {
+        let doc = json(
+            &[
+                &["bound", "--scheme", "independent", "--json", "-p", p],
+                args,
+            ]
+            .concat(),
+        );
+        doc["alpha_star"].as_f64().unwrap()
+    };
+    let cycled = alpha(&["-q", a, "-q", b, "-n", "4"]);
+    let spelled = alpha(&["-q", a, "-q", b, "-q", a, "-q", b, "-n", "4"]);
+    assert!((cycled - spelled).abs() <= 1e-15, "{cycled} {spelled}");
+
+    // q at temperature T: q^(1/T), renormalised.
+    let tempered = |t: f64| {
+        let q: Vec<f64> = a
+            .split(',')
+            .map(|x| x.parse::<f64>().unwrap().powf(1.0 / t))
+            .collect();
+        let sum: f64 = q.iter().sum();
+        q.iter()
+            .map(|x| (x / sum).to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let (cold, hot) = (tempered(0.5), tempered(2.0));
+    let by_temperatures = alpha(&["-q", a, "--draft-temperatures", "0.5,2", "-n", "2"]);
+    let by_rows = alpha(&["-q", &cold, "-q", &hot, "-n", "2"]);
+    assert!(
+        (by_temperatures - by_rows).abs() <= 1e-12,
+        "{by_temperatures} {by_rows}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let row = |text: &str| -> Array2<f32> {
+        let values: Vec<f32> = text.split(',').map(|x| x.parse().unwrap()).collect();
+        Array2::from_shape_vec((1, values.len()), values).unwrap()
+    };
+    write_npy(dir.path(), "p_target.npy", &row(p));
+    write_npy(dir.path(), "q_draft.npy", &row(a));
+    write_npy(dir.path(), "q_other.npy", &row(b));
+    let data = dir.path().to_str().unwrap();
+    let by_arrays = json(&[
+        "bound",
+        "--data",
+        data,
+        "--draft-arrays",
+        "q_draft,q_other",
+        "--scheme",
+        "independent",
+        "-n",
+        "4",
+        "--json",
+    ]);
+    let by_arrays = by_arrays["alpha_star"].as_f64().unwrap();
+    assert!((by_arrays - cycled).abs() <= 1e-6, "{by_arrays} {cycled}");
+    let out = mdsd(&[
+        "bound",
+        "--data",
+        data,
+        "--draft-arrays",
+        "q_draft,q_none",
+        "-n",
+        "2",
+    ]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!out.status.success() && err.contains("q_none"), "{err}");
+}
+
+/// At full vocabulary no closed form or flow network takes independent
+/// drafts: `bound` and `compare` answer with the convex solver's certified
+/// interval (width <= 1e-6 on a real row), saying which end is which, and
+/// `solve --method convex` gives the same.
+#[test]
+fn independent_drafts_at_full_vocabulary_give_a_certified_interval() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/qwen-coder-dense-8rows.npz");
+    let data = data.to_str().unwrap();
+    let problem = [
+        "--data",
+        data,
+        "--row",
+        "1",
+        "--scheme",
+        "independent",
+        "-n",
+        "2",
+        "--draft-temperatures",
+        "0.7,1.3",
+        "--json",
+    ];
+    let bound = json(&[&["bound"], &problem[..]].concat());
+    let interval = &bound["alpha_star_interval"];
+    let (lower, upper) = (
+        interval["lower"].as_f64().unwrap(),
+        interval["upper"].as_f64().unwrap(),
+    );
+    assert_eq!(bound["method"], "convex", "{bound}");
+    assert!(lower <= upper && upper - lower <= 1e-6, "{bound}");
+    assert_eq!(bound["alpha_star"].as_f64().unwrap(), upper);
+    assert_eq!(bound["acceptance"].as_f64().unwrap(), lower);
+    let solve = json(&[&["solve", "--method", "convex"], &problem[..]].concat());
+    assert_eq!(solve["alpha_star"], bound["alpha_star"], "{solve}");
+
+    let compare = json(
+        &[
+            &[
+                "compare",
+                "--samples",
+                "20000",
+                "--verifiers",
+                "optimal-convex",
+            ],
+            &problem[..],
+        ]
+        .concat(),
+    );
+    let ends = compare["alpha_star_interval"].as_array().unwrap();
+    assert_eq!(ends[0].as_f64().unwrap(), lower, "{compare}");
+    assert_eq!(ends[1].as_f64().unwrap(), upper, "{compare}");
+    let rated = &compare["verifiers"][0];
+    let (lo, hi) = (
+        rated["acceptance_interval_99"][0].as_f64().unwrap(),
+        rated["acceptance_interval_99"][1].as_f64().unwrap(),
+    );
+    assert!(lo <= lower && upper <= hi, "{compare}");
 }

@@ -507,3 +507,106 @@ fn eval_streams_a_dataset_larger_than_its_memory_cap() {
         }
     }
 }
+
+/// Independent drafts in `mdsd eval`: the draft at two temperatures taken
+/// in turn, alpha* per row as `mdsd bound` finds it (exactly, at this V)
+/// within the convex interval's tolerance, and verifiers rated on named
+/// schemes, each at most alpha* and optimal-convex at it.
+#[test]
+fn independent_drafts_and_verifiers_on_named_schemes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = |values: [[f64; 5]; 3], name: &str| {
+        let array = ndarray::Array2::from_shape_fn((3, 5), |(r, c)| values[r][c]);
+        let path = dir.path().join(name);
+        ndarray_npy::write_npy(&path, &array).unwrap();
+    };
+    rows(
+        [
+            [0.4, 0.3, 0.15, 0.1, 0.05],
+            [0.05, 0.1, 0.2, 0.25, 0.4],
+            [0.2, 0.2, 0.2, 0.2, 0.2],
+        ],
+        "p_target.npy",
+    );
+    rows(
+        [
+            [0.1, 0.2, 0.3, 0.35, 0.05],
+            [0.3, 0.3, 0.2, 0.1, 0.1],
+            [0.5, 0.2, 0.15, 0.1, 0.05],
+        ],
+        "q_draft.npy",
+    );
+    let data = dir.path().to_str().unwrap();
+    let laws = ["--draft-temperatures", "0.5,2"];
+    let doc = json(
+        &[
+            &[
+                "eval", "--data", data, "--schemes", "wor,independent", "--n", "2,3", "--json",
+                "--verifiers",
+                "optimal-convex@independent,specinfer@independent,optimal-convex@wor,khisti@independent",
+                "--samples", "2000",
+            ],
+            &laws[..],
+        ]
+        .concat(),
+    );
+    for (r, row) in doc["per_row"].as_array().unwrap().iter().enumerate() {
+        for (j, n) in ["2", "3"].into_iter().enumerate() {
+            let row_arg = r.to_string();
+            let bound = |scheme: &str, extra: &[&str]| {
+                let args = [
+                    &[
+                        "bound", "--data", data, "--row", &row_arg, "-n", n, "--json",
+                    ],
+                    &["--scheme", scheme][..],
+                    extra,
+                ]
+                .concat();
+                json(&args)["alpha_star"].as_f64().unwrap()
+            };
+            let independent = bound("independent", &laws);
+            let wor = bound("wor", &[]);
+            let alpha = row["alpha_star"]["independent"][j].as_f64().unwrap();
+            assert!(
+                (alpha - independent).abs() <= 1e-6,
+                "row {r} n {n}: {alpha} {independent}"
+            );
+            let acceptance = |name: &str| row["verifiers"][name][j]["acceptance"].as_f64().unwrap();
+            let optimal = acceptance("optimal-convex@independent");
+            assert!(
+                independent - 1e-6 <= optimal && optimal <= independent + 1e-12,
+                "row {r} n {n}: {optimal} {independent}"
+            );
+            assert!(acceptance("specinfer@independent") <= independent + 1e-12);
+            let optimal_wor = acceptance("optimal-convex@wor");
+            assert!(wor - 1e-6 <= optimal_wor && optimal_wor <= wor + 1e-12);
+            let khisti = &row["verifiers"]["khisti@independent"][j]["interval_99"];
+            assert!(
+                khisti[0].as_f64().unwrap() <= independent + 1e-12,
+                "{khisti}"
+            );
+        }
+    }
+    for (args, needle) in [
+        (
+            vec!["eval", "--data", data, "--draft-temperatures", "0.5,2"],
+            "serve independent drafts only",
+        ),
+        (
+            vec!["eval", "--data", data, "--verifiers", "rrs-wor@iid"],
+            "rrs-wor",
+        ),
+        (
+            vec!["eval", "--data", data, "--verifiers", "specinfer@nonesuch"],
+            "nonesuch",
+        ),
+    ] {
+        let out = mdsd(&args);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            !out.status.success() && err.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}

@@ -10,7 +10,7 @@ use mdsd::logits::{
     Backend, CpuBackend, Layout, LogitsError, Matrix, Pairs, WgpuBackend, builtin_sample,
 };
 use mdsd::verify::VerifierKind;
-use mdsd::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind};
+use mdsd::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind, Solve};
 use rayon::prelude::*;
 use serde_json::json;
 use std::sync::{Mutex, PoisonError};
@@ -31,8 +31,12 @@ pub struct EvalArgs {
     #[arg(long = "n", value_delimiter = ',', default_values_t = [1, 2, 4, 8])]
     ns: Vec<usize>,
     /// Draft schemes for alpha*: iid, wor (without replacement), greedy,
-    /// and the deterministic drafts engines use: argmax (one draft, the
-    /// most likely draft token, whatever n) and top (the n most likely).
+    /// the deterministic drafts engines use: argmax (one draft, the most
+    /// likely draft token, whatever n) and top (the n most likely), and
+    /// independent (drafts from the draft laws of -q repeated,
+    /// --draft-arrays or --draft-temperatures, taken in turn; alpha* is
+    /// the upper end of the convex solver's certified interval, whose
+    /// lower end optimal-convex@independent reaches).
     #[arg(
         long,
         value_delimiter = ',',
@@ -40,9 +44,10 @@ pub struct EvalArgs {
     )]
     schemes: Vec<SchemeKind>,
     /// Verifiers to rate, each on the first of iid, wor, greedy, top it
-    /// supports: exact acceptance where it has a closed form (nss, naive,
-    /// specinfer, kseq, deterministic, optimal-convex), sampled otherwise.
-    /// `none` for no verifier.
+    /// supports, or on the scheme named after `@` (`optimal-convex@wor`,
+    /// `khisti@independent`): exact acceptance where it has a closed form
+    /// (nss, naive, specinfer, kseq, deterministic, optimal-convex),
+    /// sampled otherwise. `none` for no verifier.
     #[arg(long, value_delimiter = ',', default_values = ["specinfer", "optimal-convex"])]
     verifiers: Vec<String>,
     /// Draws per row and n for sampled verifiers.
@@ -242,6 +247,15 @@ struct VerifierResult {
 }
 
 impl VerifierResult {
+    /// The verifier's name, with `@scheme` where it is rated on another
+    /// scheme than its default ([`VerifierKind::rated_scheme`]).
+    fn label(&self) -> String {
+        match self.kind.rated_scheme() == Some(self.scheme) {
+            true => self.kind.name().to_string(),
+            false => format!("{}@{}", self.kind, self.scheme.name()),
+        }
+    }
+
     /// Whether the sampled mean of column `j` lies above the mean alpha* of
     /// its scheme (when that scheme was evaluated) by less than its 99%
     /// half-width: sampling noise, to be shown as such rather than as a
@@ -278,24 +292,17 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
         return Err(usage("--n takes numbers of drafts of at least 1".into()));
     }
     at_least_one("--samples", args.samples)?;
-    if let Some(bad) = args
-        .schemes
-        .iter()
-        .find(|s| matches!(s, SchemeKind::Independent | SchemeKind::Hub))
-    {
-        return Err(usage(format!(
-            "--schemes {bad}: mdsd eval draws iid, wor, greedy, argmax or top drafts from one \
-             draft row"
-        )));
+    if args.schemes.contains(&SchemeKind::Hub) {
+        return Err(usage(
+            "--schemes hub: mdsd eval draws iid, wor, greedy, argmax, top or independent drafts"
+                .into(),
+        ));
     }
     let verifiers: Vec<(VerifierKind, SchemeKind)> = args
         .verifiers
         .iter()
         .filter(|name| name.as_str() != "none")
-        .map(|name| {
-            let kind: VerifierKind = name.parse()?;
-            verifier_scheme(kind).map(|scheme| (kind, scheme))
-        })
+        .map(|spec| verifier_scheme(spec))
         .collect::<Result<_, CliError>>()?;
 
     // Settings that fail every row are refused before any: a row that
@@ -343,7 +350,7 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
             for start in rows.clone().step_by(window) {
                 let end = rows.end.min(start + window);
                 let pairs = reader.read(start..end)?;
-                check_one_draft(&pairs)?;
+                check_draft_laws(&pairs, args, &verifiers)?;
                 let window_failures = Failures {
                     first_row: start,
                     ..failures.empty_like()
@@ -376,7 +383,7 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
             } else {
                 args.input.select(builtin_sample()?)?
             };
-            check_one_draft(&pairs)?;
+            check_draft_laws(&pairs, args, &verifiers)?;
             // Progress in draws: a sampled verifier's row and n counts
             // --samples (a bar step per task of draws, for an ETA that
             // --samples 10^12 can use), and each exact one counts as much,
@@ -447,13 +454,24 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
 /// memory.
 const WINDOW_BYTES: usize = 32 << 20;
 
-fn check_one_draft(pairs: &Pairs) -> Result<(), CliError> {
-    if pairs.more_drafts.is_empty() {
+/// Several draft laws serve independent drafts only: the other schemes
+/// draw from the first draft row at the draft's own transform.
+fn check_draft_laws(
+    pairs: &Pairs,
+    args: &EvalArgs,
+    verifiers: &[(VerifierKind, SchemeKind)],
+) -> Result<(), CliError> {
+    let laws = args.input.draft_laws(1 + pairs.more_drafts.len())?.len();
+    let independent = (args.schemes.iter())
+        .chain(verifiers.iter().map(|(_, scheme)| scheme))
+        .any(|&scheme| scheme == SchemeKind::Independent);
+    if laws == 1 || independent {
         return Ok(());
     }
-    Err(CliError::Usage(
-        "mdsd eval draws every scheme from one draft row: give -q once".into(),
-    ))
+    Err(CliError::Usage(format!(
+        "{laws} draft laws (-q repeated, --draft-arrays, --draft-temperatures) serve independent \
+         drafts only: add independent to --schemes or rate a verifier on it (`khisti@independent`)"
+    )))
 }
 
 /// alpha* of every scheme and the rating of every verifier on the rows of
@@ -481,6 +499,44 @@ fn evaluate(
     };
     let target = distributions(&pairs.target, Side::Target)?;
     let draft = distributions(&pairs.draft, Side::Draft)?;
+    let independent = (args.schemes.iter())
+        .chain(verifiers.iter().map(|(_, scheme)| scheme))
+        .any(|&scheme| scheme == SchemeKind::Independent);
+    // The laws independent drafts take in turn, each row transformed.
+    let laws = match independent {
+        true => (args.input.draft_laws(1 + pairs.more_drafts.len())?.iter())
+            .map(|&(model, transform)| {
+                let rows = match model {
+                    0 => &pairs.draft,
+                    i => &pairs.more_drafts[i - 1],
+                };
+                let batch = backend.distributions(rows, pairs.values, &transform);
+                failures.batch_or_rows(
+                    "draft law",
+                    pairs.rows(),
+                    rows.cols(),
+                    batch.map_err(CliError::from),
+                    |r| {
+                        let one = backend.distributions(
+                            &single_row(rows, r)?,
+                            pairs.values,
+                            &transform,
+                        )?;
+                        Ok(one.row(0).to_vec())
+                    },
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        false => Vec::new(),
+    };
+    // One convex solver for every row: it keeps its memory between solves.
+    let convex = ConvexSolver::default();
+    let data = Rows {
+        target: &target,
+        draft: &draft,
+        laws: &laws,
+        offset,
+    };
     let schemes = args
         .schemes
         .iter()
@@ -505,25 +561,16 @@ fn evaluate(
                 _ => failures.gather(
                     scheme.name(),
                     args.ns.len(),
-                    closed_form_alpha(scheme, &target, &draft, &args.ns, failures.first_row),
+                    alpha_by_rows(scheme, data, &args.ns, &convex, failures.first_row),
                 )?,
             };
             progress.inc(args.samples);
             Ok(SchemeResult { scheme, alpha })
         })
         .collect::<Result<Vec<_>, CliError>>()?;
-    // One convex solver for every row: it keeps its memory between solves.
-    let convex = ConvexSolver::default();
     let rated = verifiers
         .iter()
-        .map(|&(kind, scheme)| {
-            let rows = Rows {
-                target: &target,
-                draft: &draft,
-                offset,
-            };
-            rate_verifier(kind, scheme, rows, args, &convex, progress, failures)
-        })
+        .map(|&(kind, scheme)| rate_verifier(kind, scheme, data, args, &convex, progress, failures))
         .collect::<Result<Vec<_>, _>>()?;
     Ok((schemes, rated))
 }
@@ -560,13 +607,34 @@ fn joined(
     Ok((schemes, rated))
 }
 
-/// The scheme a verifier is rated on, or why it cannot be.
-fn verifier_scheme(kind: VerifierKind) -> Result<SchemeKind, CliError> {
-    kind.rated_scheme().ok_or_else(|| {
-        CliError::Usage(format!(
-            "verifier {kind} runs on none of iid, wor, greedy, top drafts, which mdsd eval draws"
-        ))
-    })
+/// A verifier and the scheme it is rated on, from `name` (the first of
+/// iid, wor, greedy, top it supports) or `name@scheme`; or why it cannot
+/// be rated.
+fn verifier_scheme(spec: &str) -> Result<(VerifierKind, SchemeKind), CliError> {
+    let (name, scheme) = match spec.split_once('@') {
+        Some((name, scheme)) => (name, Some(scheme)),
+        None => (spec, None),
+    };
+    let kind: VerifierKind = name.parse()?;
+    let Some(scheme) = scheme else {
+        let scheme = kind.rated_scheme().ok_or_else(|| {
+            CliError::Usage(format!(
+                "verifier {kind} runs on none of iid, wor, greedy, top drafts: name its scheme \
+                 (`{kind}@SCHEME`)"
+            ))
+        })?;
+        return Ok((kind, scheme));
+    };
+    let scheme: SchemeKind = scheme
+        .parse()
+        .map_err(|e| CliError::Usage(format!("--verifiers {spec}: {e}")))?;
+    if scheme == SchemeKind::Hub {
+        return Err(CliError::Usage(format!(
+            "--verifiers {spec}: mdsd eval does not draw hub drafts"
+        )));
+    }
+    kind.check_scheme(scheme)?;
+    Ok((kind, scheme))
 }
 
 /// The transformed rows a verifier is rated on.
@@ -574,51 +642,74 @@ fn verifier_scheme(kind: VerifierKind) -> Result<SchemeKind, CliError> {
 struct Rows<'a> {
     target: &'a Matrix,
     draft: &'a Matrix,
+    /// The draft laws independent drafts take in turn (empty unless some
+    /// scheme or verifier is independent).
+    laws: &'a [Matrix],
     /// How many rows into the selection the first is (sampled verifiers
     /// seed row r of the selection with seed + r).
     offset: usize,
 }
 
-fn problem(
-    p: &[f64],
-    q: &[f64],
-    scheme: SchemeKind,
-    n: usize,
-    row: usize,
-) -> Result<Problem, CliError> {
-    let invalid = |source| CliError::Invalid {
-        what: format!("row {row}"),
-        source,
-    };
-    let p = Distribution::from_probs(p).map_err(invalid)?;
-    let q = Distribution::from_probs(q).map_err(invalid)?;
-    DraftScheme::new(scheme, vec![q], n)
-        .and_then(|drafts| Problem::new(p, drafts))
-        .map_err(invalid)
+impl Rows<'_> {
+    /// Row `r`'s problem of `n` drafts of `scheme`, numbered `row` in
+    /// errors: independent drafts from the laws in turn, the other schemes
+    /// from the draft row.
+    fn problem(
+        &self,
+        r: usize,
+        scheme: SchemeKind,
+        n: usize,
+        row: usize,
+    ) -> Result<Problem, CliError> {
+        let invalid = |source| CliError::Invalid {
+            what: format!("row {row}"),
+            source,
+        };
+        let law = |m: &Matrix| Distribution::from_probs(m.row(r)).map_err(invalid);
+        let p = law(self.target)?;
+        let drafts = match scheme {
+            SchemeKind::Independent => {
+                let laws = self.laws.iter().map(law).collect::<Result<Vec<_>, _>>()?;
+                DraftScheme::independent_cycled(&laws, n)
+            }
+            _ => DraftScheme::new(scheme, vec![law(self.draft)?], n),
+        };
+        drafts
+            .and_then(|drafts| Problem::new(p, drafts))
+            .map_err(invalid)
+    }
 }
 
-/// alpha* of greedy, argmax or top drafts in closed form, row by row on
-/// rayon's pool (not a backend method: it is one pass per row, no batched
-/// kernel to gain); rows numbered from `first_row` in errors. Argmax
-/// drafts one token whatever n: the same value in every column.
-fn closed_form_alpha(
+/// alpha* row by row on rayon's pool (not a backend method: it is one
+/// pass per row, no batched kernel to gain); rows numbered from
+/// `first_row` in errors. Greedy, argmax and top drafts in closed form
+/// (argmax drafts one token whatever n: the same value in every column);
+/// independent drafts, which have no closed form at large V, by the upper
+/// end of the convex solver's certified interval (`docs/DESIGN.md` §6b),
+/// p(H) + 1 - q_1(H) ... q_n(H) for the H its solution reads off.
+fn alpha_by_rows(
     scheme: SchemeKind,
-    target: &Matrix,
-    draft: &Matrix,
+    data: Rows,
     ns: &[usize],
+    convex: &ConvexSolver,
     first_row: usize,
 ) -> Vec<Result<Vec<f64>, CliError>> {
-    (0..target.rows())
+    (0..data.target.rows())
         .into_par_iter()
         .map(|r| {
             let row = first_row + r;
             ns.iter()
                 .map(|&n| {
                     let n = scheme.fixed_n().unwrap_or(n);
-                    let problem = problem(target.row(r), draft.row(r), scheme, n, row)?;
-                    mdsd::optimal_acceptance(&problem)
-                        .map(|bound| bound.alpha_star)
-                        .map_err(|e| e.at_row(row))
+                    let problem = data.problem(r, scheme, n, row)?;
+                    match scheme {
+                        SchemeKind::Independent => (convex.solve(&problem))
+                            .map(|solution| solution.summary.alpha_star)
+                            .map_err(|e| e.at_row(row)),
+                        _ => mdsd::optimal_acceptance(&problem)
+                            .map(|bound| bound.alpha_star)
+                            .map_err(|e| e.at_row(row)),
+                    }
                 })
                 .collect()
         })
@@ -645,7 +736,7 @@ fn rate_verifier(
             args.ns
                 .iter()
                 .map(|&n| {
-                    let problem = problem(data.target.row(r), data.draft.row(r), scheme, n, row)?;
+                    let problem = data.problem(r, scheme, n, row)?;
                     let rating = kind.rate(
                         &problem,
                         convex,
@@ -834,7 +925,7 @@ fn report_json(
                             })
                         })
                         .collect();
-                    (v.kind.name().to_string(), json!(values))
+                    (v.label(), json!(values))
                 })
                 .collect();
             json!({"row": input.first_row + r, "alpha_star": alpha_star, "verifiers": acceptance})
@@ -872,32 +963,48 @@ fn report_table(
     out += &input.note();
     let _ = writeln!(out, "\nalpha* per row");
     let _ = write!(out, "{:>5}", "row");
-    for s in schemes {
-        for n in ns {
-            let _ = write!(out, "{:>12}", format!("{} n={n}", s.scheme.name()));
-        }
+    // Per-row columns as wide as their headers, at least 12.
+    let column = |s: &SchemeResult, n: usize| format!("{} n={n}", s.scheme.name());
+    let widths: Vec<usize> = (schemes.iter())
+        .flat_map(|s| ns.iter().map(move |&n| (column(s, n).len() + 2).max(12)))
+        .collect();
+    let headers = schemes
+        .iter()
+        .flat_map(|s| ns.iter().map(move |&n| column(s, n)));
+    for (name, width) in headers.zip(&widths) {
+        let _ = write!(out, "{name:>width$}");
     }
     out.push('\n');
     for r in 0..input.rows {
         let _ = write!(out, "{:>5}", input.first_row + r);
-        for s in schemes {
-            for a in s.alpha.row(r) {
-                let _ = write!(out, "{:>12}", shown(*a));
-            }
+        let values = schemes.iter().flat_map(|s| s.alpha.row(r));
+        for (a, width) in values.zip(&widths) {
+            let _ = write!(out, "{:>width$}", shown(*a));
         }
         out.push('\n');
     }
-    let _ = writeln!(out, "\nmean alpha*                 {header}");
+    let labels: Vec<String> = (verifiers.iter())
+        .map(|v| format!("{} ({}, {})", v.kind, v.scheme.name(), v.method))
+        .collect();
+    let width = (labels.iter().map(String::len).max().unwrap_or(0) + 1).max(28);
+    let _ = writeln!(out, "\n{:<width$}{header}", "mean alpha*");
     for s in schemes {
         let means: String = (0..ns.len())
             .map(|j| format!("{:>9}", shown(column_mean(&s.alpha, j))))
             .collect();
-        let _ = writeln!(out, "{:<28}{means}", s.scheme.name());
+        let _ = writeln!(out, "{:<width$}{means}", s.scheme.name());
+    }
+    if schemes.iter().any(|s| s.scheme == SchemeKind::Independent) {
+        let _ = writeln!(
+            out,
+            "independent: the upper end of the certified interval, whose lower end \
+             optimal-convex@independent reaches"
+        );
     }
     if !verifiers.is_empty() {
-        let _ = writeln!(out, "\nmean acceptance             {header}");
+        let _ = writeln!(out, "\n{:<width$}{header}", "mean acceptance");
         let mut noise = false;
-        for v in verifiers {
+        for (v, label) in verifiers.iter().zip(&labels) {
             let means: String = (0..ns.len())
                 .map(|j| {
                     let mark = v.above_alpha_within_interval(j, samples, schemes);
@@ -906,8 +1013,7 @@ fn report_table(
                     format!("{:>9}", if mark { format!("{mean}*") } else { mean })
                 })
                 .collect();
-            let label = format!("{} ({}, {})", v.kind, v.scheme.name(), v.method);
-            let _ = writeln!(out, "{label:<28}{means}");
+            let _ = writeln!(out, "{label:<width$}{means}");
             if v.method == "sampled" {
                 let widths: String = (0..ns.len())
                     .map(|j| {
@@ -922,7 +1028,7 @@ fn report_table(
                         )
                     })
                     .collect();
-                let _ = writeln!(out, "{:<28}{widths}", "  99% interval of the mean");
+                let _ = writeln!(out, "{:<width$}{widths}", "  99% interval of the mean");
             }
         }
         if noise {

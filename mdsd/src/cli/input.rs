@@ -34,7 +34,7 @@ pub struct InputArgs {
     )]
     target: Option<OsString>,
     /// Draft distribution, same forms as -p; repeat once per draft model
-    /// with --scheme independent.
+    /// with --scheme independent (draft i from the (i mod m)-th of m).
     #[arg(
         short = 'q',
         long = "draft",
@@ -49,6 +49,12 @@ pub struct InputArgs {
     /// (p_target.npy, q_draft.npy).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "drafts"])]
     data: Option<PathBuf>,
+    /// The draft arrays of --data by name, one per draft model, for
+    /// --scheme independent (`q_small,q_large`; draft i from the
+    /// (i mod m)-th of m); by default the one draft array (q, q_draft,
+    /// draft or draft_logits).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES", requires = "data")]
+    draft_arrays: Vec<String>,
     /// The rows hold logits (default: probabilities for -p/-q; decided
     /// from array names and values for --data).
     #[arg(long, conflicts_with = "probabilities")]
@@ -86,6 +92,19 @@ pub struct InputArgs {
     /// Temperature of the drafts only (instead of --temperature for them).
     #[arg(long, allow_hyphen_values = true)]
     draft_temperature: Option<f64>,
+    /// Independent drafts from the one draft row at several temperatures
+    /// (`0.7,1.3`, a common way to diversify drafts): draft i at the
+    /// (i mod m)-th of m; the draft's top-k and top-p apply to each. For
+    /// --scheme independent (mdsd eval: that scheme's drafts, the other
+    /// schemes draft at the draft's own temperature).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "T,T",
+        allow_hyphen_values = true,
+        conflicts_with = "draft_temperature"
+    )]
+    draft_temperatures: Vec<f64>,
     /// Top-k of the drafts only (Global Resolution's published grid
     /// truncates the draft only).
     #[arg(long)]
@@ -229,7 +248,35 @@ impl InputArgs {
                     offsets: self.draft_vocab_map_offsets,
                 }),
             },
+            draft_arrays: self.draft_arrays.clone(),
         }
+    }
+
+    /// The draft laws of independent drafts, taken in turn: the draft row
+    /// at each --draft-temperatures value, else each draft row (-q
+    /// repeated, --draft-arrays) with the draft's transform; as (the
+    /// draft row's model, its transform). `draft_models` is how many
+    /// draft rows were read.
+    pub fn draft_laws(&self, draft_models: usize) -> Result<Vec<(usize, Transform)>, CliError> {
+        let transform = self.transform(Side::Draft);
+        if self.draft_temperatures.is_empty() {
+            return Ok((0..draft_models).map(|i| (i, transform)).collect());
+        }
+        if draft_models > 1 {
+            return Err(CliError::Usage(format!(
+                "--draft-temperatures sets the laws of one draft row, but {draft_models} were read \
+                 (-q repeated or --draft-arrays)"
+            )));
+        }
+        Ok((self.draft_temperatures.iter())
+            .map(|&temperature| {
+                let law = Transform {
+                    temperature: Some(temperature),
+                    ..transform
+                };
+                (0, law)
+            })
+            .collect())
     }
 
     /// What the rows hold, where the user said.
@@ -440,18 +487,31 @@ impl InputArgs {
         row: usize,
         number: Option<usize>,
     ) -> Result<Distribution, CliError> {
+        let side = match role {
+            Role::Target => Side::Target,
+            Role::Draft(_) => Side::Draft,
+        };
+        self.transformed(pairs, role, &self.transform(side), row, number)
+    }
+
+    /// Row `row` of `role`'s rows under `transform`, named `number` in
+    /// messages.
+    fn transformed(
+        &self,
+        pairs: &Pairs,
+        role: Role,
+        transform: &Transform,
+        row: usize,
+        number: Option<usize>,
+    ) -> Result<Distribution, CliError> {
         let matrix: &Matrix = match role {
             Role::Target => &pairs.target,
             Role::Draft(0) => &pairs.draft,
             Role::Draft(i) => &pairs.more_drafts[i - 1],
         };
-        let side = match role {
-            Role::Target => Side::Target,
-            Role::Draft(_) => Side::Draft,
-        };
         pairs
             .values
-            .distribution(matrix.row(row), &self.transform(side))
+            .distribution(matrix.row(row), transform)
             .map_err(|source| CliError::Invalid {
                 what: self.label(role, number),
                 source,
@@ -581,16 +641,19 @@ impl InputArgs {
         n: usize,
         first_row: usize,
     ) -> Result<Vec<Problem>, CliError> {
-        let draft_models = 1 + pairs.more_drafts.len();
+        let laws = self.draft_laws(1 + pairs.more_drafts.len())?;
         let independent = scheme == SchemeKind::Independent;
-        if independent && draft_models != n {
+        if independent && laws.len() > n {
             return Err(CliError::Usage(format!(
-                "--scheme independent takes -q once per draft model: got {draft_models} -q for n = {n}"
+                "--scheme independent drafts each of its {} draft laws at least once: n = {n} is too few",
+                laws.len()
             )));
         }
-        if !independent && draft_models != 1 {
+        if !independent && laws.len() != 1 {
             return Err(CliError::Usage(format!(
-                "--scheme {scheme} takes one -q (got {draft_models}); repeat -q only with --scheme independent"
+                "--scheme {scheme} drafts from one draft law (got {}); several (-q repeated, \
+                 --draft-arrays, --draft-temperatures) only with --scheme independent",
+                laws.len()
             )));
         }
         // A window of a larger selection numbers its rows too.
@@ -599,14 +662,18 @@ impl InputArgs {
             .map(|row| {
                 let number = several.then_some(first_row + row);
                 let p = self.numbered_distribution(pairs, Role::Target, row, number)?;
-                let qs = (0..draft_models)
-                    .map(|i| self.numbered_distribution(pairs, Role::Draft(i), row, number))
+                let qs = (laws.iter())
+                    .map(|(i, law)| self.transformed(pairs, Role::Draft(*i), law, row, number))
                     .collect::<Result<Vec<_>, _>>()?;
                 let invalid = |source| CliError::Invalid {
                     what: number.map_or("problem".into(), |number| format!("problem row {number}")),
                     source,
                 };
-                let drafts = DraftScheme::new(scheme, qs, n).map_err(invalid)?;
+                let drafts = match independent {
+                    true => DraftScheme::independent_cycled(&qs, n),
+                    false => DraftScheme::new(scheme, qs, n),
+                }
+                .map_err(invalid)?;
                 Problem::new(p, drafts).map_err(invalid)
             })
             .collect()

@@ -319,6 +319,14 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             {
                 top_k::bound(&args.input, args.scheme, args.n, args.json)
             }
+            // Independent drafts past the subset search: no closed form,
+            // the convex solver's certified interval (its upper end the
+            // alpha* of the best cut it reads off, its lower end reached).
+            Err(CliError::Solve { instead, .. })
+                if args.scheme == SchemeKind::Independent && instead.contains(&Method::Convex) =>
+            {
+                solve(&args, &ConvexSolver::default(), None)
+            }
             other => other,
         },
         Command::Solve(solve_args) => {
@@ -384,7 +392,7 @@ fn certificate(problem: &Problem, tokens: &[usize]) -> output::Certificate {
     };
     output::Certificate {
         size: tokens.len(),
-        p_mass: tokens.iter().map(|&y| p[y]).sum(),
+        p_mass: tokens.iter().fold(0.0, |mass, &y| mass + p[y]),
         ratio_prefix_end,
     }
 }
@@ -494,7 +502,23 @@ fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
             .collect::<Result<_, _>>()?
     };
     mdsd::verify::check_verifier_drafts(problem.drafts().n())?;
-    let alpha_star = mdsd::verify::alpha_star(problem)?;
+    let alpha = match mdsd::verify::alpha_star(problem) {
+        Ok(alpha_star) => output::ComparedAlpha {
+            alpha_star,
+            lower: None,
+        },
+        // Independent drafts past max flow: the certified interval.
+        Err(e) if scheme == SchemeKind::Independent && e.instead().contains(&Method::Convex) => {
+            let solution = ConvexSolver::default()
+                .solve(problem)
+                .map_err(|e| e.at_row(input.first_row))?;
+            output::ComparedAlpha {
+                alpha_star: solution.summary.alpha_star,
+                lower: Some(solution.summary.acceptance),
+            }
+        }
+        Err(e) => return Err(e.into()),
+    };
     // A verifier of the default set that cannot be built at this size (its
     // refusal names what scales instead) is left out and named; one the
     // user asked for is an error.
@@ -549,13 +573,13 @@ fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
     if args.json {
         output::emit(&format!(
             "{}\n",
-            output::compare_json(&input, alpha_star, &rows, &skipped)
+            output::compare_json(&input, alpha, &rows, &skipped)
         ))?;
     } else {
         output::emit(&format!(
             "{}{}",
             input.note(),
-            output::compare_table(args, alpha_star, compare.mode.samples, &rows, &skipped)
+            output::compare_table(args, alpha, compare.mode.samples, &rows, &skipped)
         ))?;
     }
     Ok(())
