@@ -31,10 +31,10 @@ fn paths(dir: &Path, base: &Path, out: &mut Vec<String>) {
     }
 }
 
-/// The text of every Rust source of the workspace.
+/// The text of every Rust and Python source of the workspace.
 fn sources(all: &[String]) -> String {
     all.iter()
-        .filter(|p| p.ends_with(".rs"))
+        .filter(|p| p.ends_with(".rs") || p.ends_with(".py"))
         .map(|p| std::fs::read_to_string(root().join(p)).unwrap())
         .collect::<Vec<_>>()
         .join("\n")

@@ -15,10 +15,13 @@ import numpy as np
 
 from ._mdsd import MdsdError
 from . import _mdsd
+from .live import (BlockEfficiency, CallbackModel, MarkovLaws, MethodFigures, block_efficiency,
+                   speculative_decode)
 
 __all__ = [
-    "Evaluation", "MdsdError", "Solution", "Verifier", "VerifierReport", "alpha_star",
-    "certificate", "check_verifier", "evaluate", "evaluate_file", "solve",
+    "BlockEfficiency", "CallbackModel", "Evaluation", "MarkovLaws", "MdsdError", "MethodFigures",
+    "Solution", "Verifier", "VerifierReport", "alpha_star", "block_efficiency", "certificate",
+    "check_verifier", "evaluate", "evaluate_file", "solve", "speculative_decode",
 ]
 
 

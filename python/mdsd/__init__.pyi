@@ -144,3 +144,75 @@ def evaluate_file(
     seed: int = 0,
     **transforms: Unpack[FileTransforms],
 ) -> Evaluation: ...
+
+Prefixes = Sequence[Sequence[int]]
+BatchedLaws = Callable[[Prefixes], ArrayLike]  # [len(prefixes), V] logits or probabilities
+
+class _CallbackModel:
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def target_calls(self) -> int: ...
+    @property
+    def draft_calls(self) -> int: ...
+    def laws(self, side: str, prefixes: Prefixes) -> npt.NDArray[np.float64]: ...
+
+def CallbackModel(
+    target: BatchedLaws,
+    draft: BatchedLaws,
+    vocab_size: int,
+    *,
+    logits: bool = True,
+    cache_size: int = 4096,
+) -> _CallbackModel: ...
+
+class MarkovLaws:
+    def __init__(self, vocab_size: int, order: int, seed: int) -> None: ...
+    @property
+    def vocab_size(self) -> int: ...
+    def target(self, prefixes: Prefixes) -> npt.NDArray[np.float64]: ...
+    def draft(self, prefixes: Prefixes) -> npt.NDArray[np.float64]: ...
+
+class MethodFigures:
+    name: str
+    expected_accepted: float
+    standard_error: Optional[float]
+    interval_99: Tuple[float, float]
+    block_efficiency: float
+    tau_law: npt.NDArray[np.float64]
+    depth_acceptance: npt.NDArray[np.float64]
+    first_token_p_value: Optional[float]
+    max_law_error: Optional[float]
+
+class BlockEfficiency:
+    exact: bool
+    methods: Dict[str, MethodFigures]
+    blocks: Optional[int]
+    rounds: Optional[int]
+    target_calls: int
+    draft_calls: int
+    @property
+    def calls_per_round(self) -> Optional[Tuple[float, float]]: ...
+
+def block_efficiency(
+    model: _CallbackModel,
+    prompts: Union[Sequence[int], Prefixes],
+    depth: int,
+    paths: int,
+    methods: Sequence[str] = ...,
+    *,
+    samples: Optional[int] = 10_000,
+    seed: int = 0,
+    batch: int = 64,
+) -> BlockEfficiency: ...
+def speculative_decode(
+    model: _CallbackModel,
+    prompt: Sequence[int],
+    max_new_tokens: int,
+    *,
+    n: int = 2,
+    verifier: str = "specinfer",
+    scheme: str = "iid",
+    seed: int = 0,
+    **params: Any,
+) -> Dict[str, Any]: ...

@@ -2,12 +2,14 @@
 //! rows of probabilities or logits given as numpy arrays `[..., V]`, one
 //! value per row, computed on rayon's pool with the GIL released; the
 //! solvers, the built-in verifiers, what `check_verifier` and `evaluate`
-//! need. `mdsd/__init__.py` is the API users call; it turns tensors and
+//! need; live model pairs behind callbacks and their blocks of drafts.
+//! `mdsd/__init__.py` is the API users call; it turns tensors and
 //! other array-likes into float32 or float64 arrays before they reach here.
 
 mod check;
 mod errors;
 mod evaluate;
+mod live;
 mod rows;
 mod solvers;
 mod verifier;
@@ -18,6 +20,8 @@ use pyo3::prelude::*;
 fn _mdsd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<verifier::PyVerifier>()?;
     m.add_class::<evaluate::PyDataFile>()?;
+    m.add_class::<live::PyCallbackModel>()?;
+    m.add_class::<live::PyMarkovLaws>()?;
     m.add_function(wrap_pyfunction!(solvers::alpha_star, m)?)?;
     m.add_function(wrap_pyfunction!(solvers::certificate, m)?)?;
     m.add_function(wrap_pyfunction!(solvers::solve, m)?)?;
@@ -25,6 +29,7 @@ fn _mdsd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check::goodness_of_fit, m)?)?;
     m.add_function(wrap_pyfunction!(check::wilson_interval, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate::evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(live::block_efficiency, m)?)?;
     m.add("MdsdError", m.py().get_type::<errors::MdsdError>())?;
     Ok(())
 }

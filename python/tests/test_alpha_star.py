@@ -129,8 +129,9 @@ def test_real_rows_agree_with_the_command_line():
 def test_docstring_examples():
     import doctest
 
-    failures, tried = doctest.testmod(mdsd, extraglobs={"mdsd": mdsd, "np": np})
-    assert tried > 0 and failures == 0
+    for module in (mdsd, mdsd.live):
+        failures, tried = doctest.testmod(module, extraglobs={"mdsd": mdsd, "np": np})
+        assert tried > 0 and failures == 0, module
 
 
 def test_independent_drafts_take_a_list():

@@ -191,6 +191,8 @@ pub enum VerifyError {
     TokenOutOfRange { token: usize, vocab_size: usize },
     #[error("drafts {0:?} have probability 0 under this draft scheme")]
     ImpossibleDrafts(Vec<usize>),
+    #[error("the {side} model: {message}")]
+    Model { side: &'static str, message: String },
 }
 
 impl VerifyError {

@@ -146,7 +146,7 @@ pub fn exact_block(
 
 /// A block of depth L outputs its accepted drafts and one more token: 1 to
 /// L + 1 tokens.
-fn check_output_length(output: &[usize], depth: usize) -> Result<(), VerifyError> {
+pub(crate) fn check_output_length(output: &[usize], depth: usize) -> Result<(), VerifyError> {
     if output.is_empty() || output.len() > depth + 1 {
         return Err(VerifyError::BlockOutputLength {
             most: depth + 1,

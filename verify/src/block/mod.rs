@@ -18,7 +18,10 @@
 //!
 //! Every block verifier gives the exact law of its output ([`BlockVerifier::law`]);
 //! [`exact_block`] enumerates all draft trees and reports E(tau) and the
-//! largest error of the output law, [`sampled_block`] draws instead.
+//! largest error of the output law, [`sampled_block`] draws instead;
+//! [`sampled_live_blocks`] and [`exact_live_blocks`] do the same on a live
+//! model pair ([`LiveModel`]), whose laws are fetched in batches for the
+//! prefixes the drafted trees visit.
 //!
 //! ```
 //! use mdsd_core::{ContextIndependent, Distribution};
@@ -39,6 +42,7 @@
 mod compose;
 mod gbv;
 mod harness;
+mod live;
 mod path;
 
 use std::sync::OnceLock;
@@ -53,6 +57,9 @@ pub use gbv::GreedyBlockVerification;
 pub use harness::{
     BlockReport, PathSampler, SAMPLED_TREE_LIMIT, exact_block, sampled_block,
     sampled_block_with_progress,
+};
+pub use live::{
+    CachedModel, LiveModel, LiveReport, LiveSettings, Side, exact_live_blocks, sampled_live_blocks,
 };
 pub use path::{BlockVerification, TokenByToken};
 

@@ -1,0 +1,212 @@
+"""Live model pairs: blocks of draft tokens on the paths a real draft model
+draws, and speculative decoding with any built-in verifier.
+
+A model pair is two batched functions, ``target(prefixes)`` and
+``draft(prefixes)``: a list of token-id lists in, ``[len(prefixes), V]``
+logits (or probabilities) out, as numpy arrays or tensors (CUDA tensors
+are copied to the host). :func:`CallbackModel` wraps them, keeps the laws
+of repeated prefixes, and batches every node of a draft tree into as few
+calls as it can: a round of blocks costs L + 1 calls of the draft and one
+of the target, whatever the number of paths.
+
+>>> import mdsd
+>>> laws = mdsd.MarkovLaws(3, 1, 7)          # mdsd block --markov 7 --order 1
+>>> model = mdsd.CallbackModel(laws.target, laws.draft, 3, logits=False)
+>>> report = mdsd.block_efficiency(model, [[]], depth=2, paths=2, samples=None)
+>>> report.methods["bv"].max_law_error < 1e-12
+True
+"""
+
+import numpy as np
+
+from ._mdsd import MarkovLaws, MdsdError
+from . import _mdsd
+
+# The two-sided 99% normal quantile (mdsd_verify::Z_99).
+_Z_99 = 2.5758293035489004
+
+BLOCK_METHODS = ("token", "bv", "gbv", "specinfer", "optimal-convex")
+
+
+def _host_rows(x, side):
+    """A C-contiguous float64 ``[batch, V]`` array of a function's answer:
+    tensors are detached and copied to the host."""
+    if hasattr(x, "detach"):
+        x = x.detach().to("cpu").double()
+    array = np.asarray(x, dtype=np.float64)
+    if array.ndim != 2:
+        raise MdsdError(f"the {side} function returned shape {array.shape}, not [batch, V]")
+    return np.ascontiguousarray(array)
+
+
+def _batched(function, side):
+    def call(prefixes):
+        return _host_rows(function(prefixes), side)
+    return call
+
+
+def CallbackModel(target, draft, vocab_size, *, logits=True, cache_size=4096):
+    """A target and draft model behind two batched functions
+    ``fn(prefixes) -> [len(prefixes), V]`` (logits by default; ``logits=
+    False`` for probabilities, whose rows must sum to 1 within 1e-6).
+    The laws of up to ``cache_size`` prefixes are kept (each V float64:
+    1.2 MB at V = 151936), so a prefix reached again costs no call;
+    ``.target_calls`` and ``.draft_calls`` count the calls that reached the
+    functions."""
+    return _mdsd.CallbackModel(_batched(target, "target"), _batched(draft, "draft"),
+                               int(vocab_size), bool(logits), int(cache_size))
+
+
+class MethodFigures:
+    """One method's figures: ``expected_accepted`` (E[tau]) with its
+    ``interval_99`` (sampled; exact mode gives the value twice),
+    ``block_efficiency`` (E[tau] + 1, tokens per target call),
+    ``tau_law`` (P(tau = d), d = 0..L), ``depth_acceptance``
+    (P(tau >= d | tau >= d - 1), d = 1..L), and ``first_token_p_value``
+    (sampled: the chi-square test of the first output token against the
+    target's law after the first prompt) or ``max_law_error`` (exact: the
+    largest error of the output law of whole blocks)."""
+
+    def __init__(self, name, figures):
+        self.name = name
+        self.expected_accepted = figures["expected_accepted"]
+        self.standard_error = figures["standard_error"]
+        half = 0.0 if self.standard_error is None else _Z_99 * self.standard_error
+        self.interval_99 = (self.expected_accepted - half, self.expected_accepted + half)
+        self.block_efficiency = figures["block_efficiency"]
+        self.tau_law = np.asarray(figures["tau_law"])
+        self.depth_acceptance = np.asarray(figures["depth_acceptance"])
+        self.first_token_p_value = figures["first_token_p_value"]
+        self.max_law_error = figures["max_law_error"]
+
+    def __repr__(self):
+        return (f"MethodFigures({self.name!r}, E[tau]={self.expected_accepted:.4f} "
+                f"[{self.interval_99[0]:.4f}, {self.interval_99[1]:.4f}])")
+
+
+class BlockEfficiency:
+    """What :func:`block_efficiency` measured: ``methods`` (name ->
+    :class:`MethodFigures`), ``blocks`` and ``rounds`` (sampled mode),
+    ``target_calls`` and ``draft_calls`` (calls that reached the model's
+    functions during the run) and ``calls_per_round``."""
+
+    def __init__(self, result, exact):
+        self.exact = exact
+        self.methods = {name: MethodFigures(name, figures)
+                        for name, figures in result["methods"].items()}
+        self.blocks = result.get("blocks")
+        self.rounds = result.get("rounds")
+        self.target_calls = result["target_calls"]
+        self.draft_calls = result["draft_calls"]
+
+    @property
+    def calls_per_round(self):
+        """(target, draft) calls per round of blocks (sampled mode)."""
+        if not self.rounds:
+            return None
+        return self.target_calls / self.rounds, self.draft_calls / self.rounds
+
+    def __repr__(self):
+        mode = "exact" if self.exact else f"{self.blocks} blocks"
+        lines = [f"block efficiency ({mode}; {self.target_calls} target and "
+                 f"{self.draft_calls} draft calls)",
+                 f"{'method':<16}{'E[tau]':>10}{'99% interval':>24}{'tokens/call':>13}"]
+        for m in self.methods.values():
+            interval = f"[{m.interval_99[0]:.4f}, {m.interval_99[1]:.4f}]"
+            lines.append(f"{m.name:<16}{m.expected_accepted:>10.4f}{interval:>24}"
+                         f"{m.block_efficiency:>13.4f}")
+        return "\n".join(lines)
+
+
+def block_efficiency(model, prompts, depth, paths, methods=BLOCK_METHODS, *, samples=10_000,
+                     seed=0, batch=64):
+    """Blocks of ``paths`` draft paths of ``depth`` tokens on a live model
+    pair (:func:`CallbackModel`), verified by every method on the same
+    drafted trees with the same random numbers: ``token`` (token by token
+    along the first path), ``bv`` (block verification), ``gbv`` (greedy
+    block verification), and any token-level verifier for i.i.d. drafts
+    composed over the tree (``specinfer``, ``optimal-convex``, ...).
+
+    ``prompts`` is a list of token-id lists (or one list of ints); block b
+    is drafted after ``prompts[b % len(prompts)]``. Sampled mode draws
+    ``samples`` blocks, ``batch`` of them drafted together (one call per
+    depth for all of them); ``samples=None`` is exact mode: every prefix of
+    up to ``depth`` tokens after the one prompt is asked for (L + 1 calls
+    per model, V^L prefixes: small V only) and every tuple of paths
+    enumerated, which checks the output law of whole blocks."""
+    if len(prompts) > 0 and all(isinstance(t, (int, np.integer)) for t in prompts):
+        prompts = [prompts]
+    prompts = [[int(t) for t in prompt] for prompt in prompts]
+    result = _mdsd.block_efficiency(model, prompts, int(depth), int(paths), list(methods),
+                                    None if samples is None else int(samples), int(seed),
+                                    int(batch))
+    return BlockEfficiency(result, exact=samples is None)
+
+
+def _draw(q, n, scheme, rng):
+    """n draft tokens from q: i.i.d., or without replacement (successive
+    draws, each from q restricted to the tokens not yet drawn)."""
+    if scheme == "iid":
+        return [int(t) for t in rng.choice(len(q), size=n, p=q)]
+    if scheme == "wor":
+        return [int(t) for t in rng.choice(len(q), size=n, replace=False, p=q)]
+    raise MdsdError(f"speculative_decode drafts iid or wor, not {scheme!r}")
+
+
+def speculative_decode(model, prompt, max_new_tokens, *, n=2, verifier="specinfer",
+                       scheme="iid", seed=0, **params):
+    """Multi-draft speculative decoding on a live model pair
+    (:func:`CallbackModel`): each step draws ``n`` draft tokens from the
+    draft's law after the context (``scheme`` "iid" or "wor"), asks the
+    target for its laws after the context and after each distinct draft
+    (one batched call), verifies with the built-in ``verifier``
+    (:func:`mdsd.Verifier`; ``params`` as it takes them) and, when a draft
+    is accepted, appends one more token from the target's law after it.
+    Every token is distributed as the target's law after the tokens before
+    it, and a step yields 1 + [a draft accepted] tokens per target call,
+    whose expectation is 1 + the verifier's acceptance on the step's laws
+    (alpha* for ``optimal-convex``).
+
+    Returns a dict: ``tokens`` (the new ones), ``steps``, ``accepted``
+    (steps with a draft accepted), ``target_calls`` and ``draft_calls``
+    (that reached the model's functions; repeated prefixes come from the
+    cache), ``tokens_per_target_call`` (tokens per step: one target call
+    each), ``predicted_tokens_per_target_call`` (1 + the mean over steps of
+    the verifier's exact acceptance on that step's laws; NaN for a verifier
+    rated only by sampling) and ``alpha_star`` (the mean over steps of
+    alpha*)."""
+    from . import Verifier, alpha_star
+    rng = np.random.default_rng(seed)
+    context = [int(t) for t in prompt]
+    new = []
+    target_before, draft_before = model.target_calls, model.draft_calls
+    accepted = steps = 0
+    predicted, optimum = [], []
+    while len(new) < max_new_tokens:
+        q = model.laws("draft", [context])[0]
+        drafts = _draw(q, n, scheme, rng)
+        distinct = sorted(set(drafts))
+        rows = model.laws("target", [context] + [context + [d] for d in distinct])
+        p, after = rows[0], dict(zip(distinct, rows[1:]))
+        chosen = Verifier(verifier, p, q, n, scheme, **params)
+        token = chosen.sample(drafts, seed=int(rng.integers(2**63)))
+        predicted.append(np.nan if chosen.acceptance is None else chosen.acceptance)
+        optimum.append(alpha_star(p, q, n, scheme))
+        steps += 1
+        new.append(token)
+        if token in after and len(new) < max_new_tokens:
+            accepted += 1
+            bonus = after[token]
+            new.append(int(rng.choice(len(bonus), p=bonus)))
+        context = [int(t) for t in prompt] + new
+    target_calls = model.target_calls - target_before
+    return {
+        "tokens": new,
+        "steps": steps,
+        "accepted": accepted,
+        "target_calls": target_calls,
+        "draft_calls": model.draft_calls - draft_before,
+        "tokens_per_target_call": len(new) / steps,
+        "predicted_tokens_per_target_call": 1.0 + float(np.mean(predicted)),
+        "alpha_star": float(np.mean(optimum)),
+    }

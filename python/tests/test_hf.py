@@ -1,0 +1,76 @@
+"""The Hugging Face adapter on tiny randomly initialised models built from a
+config (no download): its logits are the model's, the shared-prefix cache
+changes nothing, the transforms are mdsd's, and block efficiency and
+speculative decoding run on a pair of them with the target's law kept.
+Skipped without torch and transformers."""
+
+import numpy as np
+import pytest
+
+import mdsd
+
+torch = pytest.importorskip("torch", reason="torch is not installed (the adapter needs it)")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+import mdsd.hf  # noqa: E402
+
+VOCAB = 12
+
+
+def tiny_model(seed):
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=16, n_layer=2,
+                                     n_head=2, bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+def direct_logits(model, prefix):
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([prefix])).logits[0, -1]
+    return out.double().numpy()
+
+
+def test_logits_are_the_models_with_or_without_the_shared_prefix():
+    model = tiny_model(0)
+    prefixes = [[1, 2, 3], [1, 2, 3, 4], [1, 2, 5, 6, 7], [1, 2]]
+    shared = mdsd.hf.causal_lm_fn(model)(prefixes)
+    whole = mdsd.hf.causal_lm_fn(model, share_prefix=False)(prefixes)
+    for row, prefix in zip(shared, prefixes):
+        np.testing.assert_allclose(row, direct_logits(model, prefix), atol=1e-4)
+    np.testing.assert_allclose(shared, whole, atol=1e-4)
+    with pytest.raises(ValueError, match="empty prefix"):
+        mdsd.hf.causal_lm_fn(model)([[]])
+
+
+def test_transforms_are_mdsds():
+    model = tiny_model(1)
+    prefix = [[3, 1]]
+    raw = direct_logits(model, prefix[0])
+    for settings in [dict(temperature=0.7), dict(top_k=4), dict(top_p=0.6),
+                     dict(temperature=1.3, top_k=6, top_p=0.8)]:
+        logits = mdsd.hf.causal_lm_fn(model, **settings)(prefix)[0]
+        law = np.exp(logits - logits.max())
+        law /= law.sum()
+        expected = mdsd.Verifier("nss", raw, np.full(VOCAB, 1.0 / VOCAB), 1, logits=True,
+                                 **settings).conditional([0])
+        np.testing.assert_allclose(law, expected, atol=1e-5, err_msg=str(settings))
+    argmax = mdsd.hf.causal_lm_fn(model, temperature=0)(prefix)[0]
+    assert np.isfinite(argmax).sum() == 1 and np.argmax(argmax) == np.argmax(raw)
+
+
+def test_block_efficiency_and_decoding_on_a_tiny_pair():
+    target, draft = tiny_model(2), tiny_model(3)
+    model = mdsd.CallbackModel(mdsd.hf.causal_lm_fn(target), mdsd.hf.causal_lm_fn(draft), VOCAB)
+    report = mdsd.block_efficiency(model, [[1, 2]], depth=3, paths=2, samples=400, batch=100)
+    assert report.rounds == 4
+    assert report.target_calls <= report.rounds
+    assert report.draft_calls <= report.rounds * 4
+    for figures in report.methods.values():
+        assert 0.0 <= figures.expected_accepted <= 3.0
+    prompt = [4, 5]
+    runs = 1500
+    first = np.array([mdsd.speculative_decode(model, prompt, 1, n=2, verifier="optimal-convex",
+                                              seed=s)["tokens"][0] for s in range(runs)])
+    logits = direct_logits(target, prompt)
+    law = np.exp(logits - logits.max())
+    fit = mdsd._mdsd.goodness_of_fit(first.astype(np.int64), law / law.sum(), 0.01)
+    assert fit["p_value"] >= 0.01, fit
