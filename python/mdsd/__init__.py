@@ -228,17 +228,26 @@ def evaluate(p, q, n=(1, 2, 4, 8), schemes=_EVAL_SCHEMES, verifiers=_EVAL_VERIFI
     V]``, as ``alpha_star`` takes them): what ``mdsd eval`` computes, as an
     ``Evaluation`` (a dict of arrays ``[..., len(n)]``). A verifier without
     a closed form is sampled, ``samples`` draws per row and n, row r seeded
-    with ``seed + r`` as ``mdsd eval`` seeds it.
+    with ``seed + r`` as ``mdsd eval`` seeds it. A verifier is rated on
+    the first of iid, wor, greedy, top it supports, or on the scheme named
+    as ``"name@scheme"`` (``"optimal-convex@wor"``; its keys keep that
+    name). With ``"independent"`` among the schemes or verifiers, ``q`` is
+    a list of draft laws taken in turn (draft i from the (i mod m)-th);
+    the other schemes draw from the first; independent alpha* is exact
+    where the closed form or max flow scales, else the upper end of the
+    convex solver's certified interval, as ``mdsd eval`` gives it.
 
     >>> e = mdsd.evaluate([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=[1, 2], schemes=["iid"])
     >>> e["alpha_star/iid"].round(6).tolist(), e["acceptance/specinfer"].round(6).tolist()
     ([0.7, 0.86], [0.7, 0.76])
     """
     ns = [int(k) for k in np.atleast_1d(n)]
-    settings = _settings(p, q, ns[0] if ns else 1, "iid", logits, temperature, top_k, top_p,
-                         draft_temperature, draft_top_k, draft_top_p)
-    fields = _mdsd.evaluate(_rows(p, "p"), [_rows(q, "q")], settings, ns, list(schemes),
-                            list(verifiers), int(samples), int(seed), 0)
+    independent = "independent" in schemes or any(v.endswith("@independent") for v in verifiers)
+    laws = _drafts(q, "independent" if independent else "iid")
+    settings = _settings(p, laws[0], ns[0] if ns else 1, "iid", logits, temperature, top_k,
+                         top_p, draft_temperature, draft_top_k, draft_top_p)
+    fields = _mdsd.evaluate(_rows(p, "p"), laws, settings, ns,
+                            list(schemes), list(verifiers), int(samples), int(seed), 0)
     return Evaluation(n=np.array(ns), **fields)
 
 

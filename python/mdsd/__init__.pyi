@@ -123,7 +123,7 @@ class Evaluation(Dict[str, Any]):
 
 def evaluate(
     p: ArrayLike,
-    q: ArrayLike,
+    q: Drafts,
     n: Sequence[int] = (1, 2, 4, 8),
     schemes: Sequence[str] = ("iid", "wor", "greedy", "argmax", "top"),
     verifiers: Sequence[str] = ("specinfer", "optimal-convex"),

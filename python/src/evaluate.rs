@@ -11,7 +11,8 @@ use crate::errors::MdsdError;
 use crate::rows::{Settings, assembled, per_row, request};
 
 /// What `mdsd eval` computes for every row: alpha* of each scheme and
-/// the acceptance of each verifier (on its rated scheme) at each n, as
+/// the acceptance of each verifier (on its rated scheme, or the one
+/// named as `name@scheme`) at each n, as
 /// arrays of the leading shape and `len(ns)`. A sampled verifier draws
 /// `samples` per row and n, row r (numbered from `first_row`) seeded with
 /// seed + r as `mdsd eval` seeds it, so that the two agree.
@@ -42,16 +43,9 @@ pub(crate) fn evaluate<'py>(
     let schemes = (schemes.iter())
         .map(|s| s.parse::<SchemeKind>().map_err(|e| refused(&e)))
         .collect::<PyResult<Vec<_>>>()?;
-    let verifiers = (verifiers.iter())
-        .map(|name| {
-            let kind: VerifierKind = name.parse().map_err(|e: mdsd::VerifyError| refused(&e))?;
-            let scheme = kind.rated_scheme().ok_or_else(|| {
-                MdsdError::new_err(format!(
-                    "verifier {kind} runs on none of iid, wor, greedy, top drafts"
-                ))
-            })?;
-            Ok((kind, scheme))
-        })
+    let specs = verifiers;
+    let verifiers = (specs.iter())
+        .map(|spec| VerifierKind::parse_rated(spec).map_err(|e| refused(&e)))
         .collect::<PyResult<Vec<_>>>()?;
     if !verifiers.is_empty() {
         for &n in &ns {
@@ -61,18 +55,38 @@ pub(crate) fn evaluate<'py>(
     let convex = ConvexSolver::default();
     let (leading, _, rows) = per_row(py, p, &qs, |r, p, qs| {
         let (p, qs) = request.laws(p, qs)?;
+        // Independent drafts take every law in turn, the other schemes the
+        // first.
+        let laws = |scheme| match scheme {
+            SchemeKind::Independent => qs.clone(),
+            _ => qs[..1].to_vec(),
+        };
         let mut values = Vec::with_capacity((schemes.len() + 3 * verifiers.len()) * ns.len());
         for &scheme in &schemes {
             for &n in &ns {
-                let problem =
-                    assembled(p.clone(), qs.clone(), scheme, scheme.fixed_n().unwrap_or(n))?;
-                let bound = mdsd::optimal_acceptance(&problem).map_err(|e| e.to_string())?;
-                values.push(bound.alpha_star);
+                let problem = assembled(
+                    p.clone(),
+                    laws(scheme),
+                    scheme,
+                    scheme.fixed_n().unwrap_or(n),
+                )?;
+                // Independent drafts: exact where it scales, else the
+                // certified interval's upper end, as mdsd eval reports it.
+                let alpha = match scheme {
+                    SchemeKind::Independent => {
+                        mdsd::verify::certified_alpha_star(&problem, &convex)
+                            .map(|alpha| alpha.alpha_star)
+                            .map_err(|e| e.to_string())?
+                    }
+                    _ => (mdsd::optimal_acceptance(&problem).map(|bound| bound.alpha_star))
+                        .map_err(|e| e.to_string())?,
+                };
+                values.push(alpha);
             }
         }
         for &(kind, scheme) in &verifiers {
             for &n in &ns {
-                let problem = assembled(p.clone(), qs.clone(), scheme, n)?;
+                let problem = assembled(p.clone(), laws(scheme), scheme, n)?;
                 let row_seed = seed.wrapping_add(first_row + r as u64);
                 let rating = (kind.rate(&problem, &convex, samples, row_seed, &|_| {}))
                     .map_err(|e| e.to_string())?;
@@ -101,18 +115,12 @@ pub(crate) fn evaluate<'py>(
         )?;
     }
     let start = schemes.len() * width;
-    for (i, (kind, scheme)) in verifiers.iter().enumerate() {
+    for (i, ((_, scheme), spec)) in verifiers.iter().zip(&specs).enumerate() {
         let offset = start + 3 * width * i;
-        dict.set_item(format!("acceptance/{}", kind.name()), column(offset, 3)?)?;
-        dict.set_item(
-            format!("acceptance_low/{}", kind.name()),
-            column(offset + 1, 3)?,
-        )?;
-        dict.set_item(
-            format!("acceptance_high/{}", kind.name()),
-            column(offset + 2, 3)?,
-        )?;
-        dict.set_item(format!("scheme/{}", kind.name()), scheme.name())?;
+        dict.set_item(format!("acceptance/{spec}"), column(offset, 3)?)?;
+        dict.set_item(format!("acceptance_low/{spec}"), column(offset + 1, 3)?)?;
+        dict.set_item(format!("acceptance_high/{spec}"), column(offset + 2, 3)?)?;
+        dict.set_item(format!("scheme/{spec}"), scheme.name())?;
     }
     Ok(dict)
 }

@@ -161,14 +161,19 @@ impl Request {
     }
 }
 
-/// The problem of laws already built, for a scheme and number of drafts.
+/// The problem of laws already built, for a scheme and number of drafts
+/// (independent drafts take the laws in turn, draft i the (i mod m)-th).
 pub(crate) fn assembled(
     p: Distribution,
     qs: Vec<Distribution>,
     scheme: SchemeKind,
     n: usize,
 ) -> Result<Problem, String> {
-    let drafts = DraftScheme::new(scheme, qs, n).map_err(|e| e.to_string())?;
+    let drafts = match scheme {
+        SchemeKind::Independent => DraftScheme::independent_cycled(&qs, n),
+        _ => DraftScheme::new(scheme, qs, n),
+    }
+    .map_err(|e| e.to_string())?;
     Problem::new(p, drafts).map_err(|e| e.to_string())
 }
 

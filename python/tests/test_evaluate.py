@@ -95,3 +95,26 @@ def test_evaluate_file_reads_logits_as_the_file_names_them(tmp_path):
     got = mdsd.evaluate_file(tmp_path / "dump.npz", n=[2], schemes=["iid"], verifiers=[])
     want = mdsd.alpha_star(p, q, 2, logits=True)
     assert np.allclose(got["alpha_star/iid"][:, 0], want, rtol=0, atol=1e-12)
+
+
+def test_independent_drafts_and_verifiers_on_named_schemes():
+    """Independent drafts from a list of laws taken in turn, alpha* as
+    `mdsd.alpha_star` gives it, and verifiers rated on named schemes."""
+    rng = np.random.default_rng(4)
+    p = rng.dirichlet(np.ones(6), size=3)
+    laws = [rng.dirichlet(np.ones(6), size=3) for _ in range(2)]
+    e = mdsd.evaluate(p, laws, n=[2, 4], schemes=["iid", "independent"],
+                      verifiers=["optimal-convex@independent", "optimal-convex@wor", "specinfer"])
+    cycled = [laws[0], laws[1], laws[0], laws[1]]
+    for j, n in enumerate([2, 4]):
+        exact = mdsd.alpha_star(p, cycled[:n], n, scheme="independent")
+        np.testing.assert_allclose(e["alpha_star/independent"][:, j], exact, atol=1e-12)
+        np.testing.assert_allclose(e["alpha_star/iid"][:, j], mdsd.alpha_star(p, laws[0], n),
+                                   atol=1e-12)
+        reached = e["acceptance/optimal-convex@independent"][:, j]
+        assert np.all(reached <= exact + 1e-12) and np.all(reached >= exact - 1e-6)
+        wor = mdsd.alpha_star(p, laws[0], n, scheme="wor")
+        np.testing.assert_allclose(e["acceptance/optimal-convex@wor"][:, j], wor, atol=1e-6)
+    assert e["scheme/optimal-convex@wor"] == "wor"
+    with pytest.raises(mdsd.MdsdError, match="rrs-wor"):
+        mdsd.evaluate(p, laws[0], n=[2], verifiers=["rrs-wor@iid"])

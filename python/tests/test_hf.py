@@ -18,8 +18,11 @@ VOCAB = 12
 
 def tiny_model(seed):
     torch.manual_seed(seed)
+    # A wide initialisation: laws far from uniform, target and draft far
+    # from each other, so that acceptance is neither 0 nor 1.
     config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=16, n_layer=2,
-                                     n_head=2, bos_token_id=0, eos_token_id=0)
+                                     n_head=2, bos_token_id=0, eos_token_id=0,
+                                     initializer_range=0.5)
     return transformers.GPT2LMHeadModel(config).eval()
 
 
@@ -57,7 +60,7 @@ def test_transforms_are_mdsds():
     assert np.isfinite(argmax).sum() == 1 and np.argmax(argmax) == np.argmax(raw)
 
 
-def test_block_efficiency_and_decoding_on_a_tiny_pair():
+def test_block_efficiency_on_a_tiny_pair():
     target, draft = tiny_model(2), tiny_model(3)
     model = mdsd.CallbackModel(mdsd.hf.causal_lm_fn(target), mdsd.hf.causal_lm_fn(draft), VOCAB)
     report = mdsd.block_efficiency(model, [[1, 2]], depth=3, paths=2, samples=400, batch=100)
@@ -66,11 +69,31 @@ def test_block_efficiency_and_decoding_on_a_tiny_pair():
     assert report.draft_calls <= report.rounds * 4
     for figures in report.methods.values():
         assert 0.0 <= figures.expected_accepted <= 3.0
+        assert figures.first_token_p_value >= 0.01, figures
+
+
+@pytest.mark.parametrize("verifier", ["specinfer", "optimal-convex"])
+def test_decoding_on_a_tiny_pair_keeps_the_target_law(verifier):
+    target, draft = tiny_model(2), tiny_model(3)
+    model = mdsd.CallbackModel(mdsd.hf.causal_lm_fn(target), mdsd.hf.causal_lm_fn(draft), VOCAB)
     prompt = [4, 5]
     runs = 1500
-    first = np.array([mdsd.speculative_decode(model, prompt, 1, n=2, verifier="optimal-convex",
+    first = np.array([mdsd.speculative_decode(model, prompt, 1, n=2, verifier=verifier,
                                               seed=s)["tokens"][0] for s in range(runs)])
     logits = direct_logits(target, prompt)
     law = np.exp(logits - logits.max())
     fit = mdsd._mdsd.goodness_of_fit(first.astype(np.int64), law / law.sum(), 0.01)
     assert fit["p_value"] >= 0.01, fit
+    # Tokens per target call against the prediction from the models' laws,
+    # within the 99% interval of the mean of the steps' acceptances.
+    steps = accepted = expected = 0.0
+    for seed in range(30):
+        run = mdsd.speculative_decode(model, prompt, 40, n=2, verifier=verifier, seed=seed)
+        steps += run["steps"]
+        accepted += run["accepted"]
+        expected += (run["predicted_tokens_per_target_call"] - 1.0) * run["steps"]
+    predicted = expected / steps
+    assert 0.05 < predicted < 0.95, predicted
+    measured = accepted / steps
+    half_width = 2.5758 * np.sqrt(0.25 / steps)
+    assert abs(measured - predicted) <= half_width, (measured, predicted, half_width)

@@ -1,7 +1,8 @@
 //! Exact mode: the verifier's output law and acceptance by enumerating the
 //! draft law (small vocabularies), against alpha*.
 
-use mdsd_core::Problem;
+use mdsd_convex::ConvexSolver;
+use mdsd_core::{Method, Problem, SchemeKind, Solve};
 use mdsd_flow::FlowSolver;
 
 use crate::{Verifier, VerifyError};
@@ -10,6 +11,44 @@ use crate::{Verifier, VerifyError};
 /// ([`FlowSolver::optimum`]).
 pub fn alpha_star(problem: &Problem) -> Result<f64, VerifyError> {
     Ok(FlowSolver::default().optimum(problem)?.alpha_star)
+}
+
+/// alpha* as the reports give it: exact ([`alpha_star`]), or for
+/// independent drafts past the closed form and max flow's budget the
+/// convex solver's certified interval (`docs/DESIGN.md` §6b).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CertifiedAlpha {
+    /// alpha*, or the interval's upper end: p(H) + 1 - q_1(H)...q_n(H)
+    /// for the certificate H.
+    pub alpha_star: f64,
+    /// The interval's lower end, the acceptance `optimal-convex` reaches;
+    /// `None` when `alpha_star` is exact.
+    pub lower: Option<f64>,
+}
+
+/// [`CertifiedAlpha`] of a problem, `convex` solving where nothing exact
+/// scales.
+pub fn certified_alpha_star(
+    problem: &Problem,
+    convex: &ConvexSolver,
+) -> Result<CertifiedAlpha, VerifyError> {
+    match alpha_star(problem) {
+        Ok(alpha_star) => Ok(CertifiedAlpha {
+            alpha_star,
+            lower: None,
+        }),
+        Err(e)
+            if problem.drafts().kind() == SchemeKind::Independent
+                && e.instead().contains(&Method::Convex) =>
+        {
+            let summary = convex.solve(problem)?.summary;
+            Ok(CertifiedAlpha {
+                alpha_star: summary.alpha_star,
+                lower: Some(summary.acceptance),
+            })
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// What exact enumeration says about a verifier.

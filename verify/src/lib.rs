@@ -112,7 +112,7 @@ use thiserror::Error;
 
 pub use acceptance::{kseq_acceptance, naive_acceptance, nss_acceptance, specinfer_acceptance};
 pub use baselines::{Naive, Nss};
-pub use exact::{ExactReport, alpha_star, exact};
+pub use exact::{CertifiedAlpha, ExactReport, alpha_star, certified_alpha_star, exact};
 pub use greedy::{Deterministic, Greedy, SpecHub};
 pub use khisti::{KHISTI_MAX_TRUNCATION, KHISTI_TRUNCATION, Khisti};
 pub use kseq::KSeq;

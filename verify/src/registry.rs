@@ -190,6 +190,35 @@ impl VerifierKind {
         .find(|&scheme| self.supports(scheme))
     }
 
+    /// A verifier and the scheme it is rated on, from `name` (its
+    /// [`Self::rated_scheme`]) or `name@scheme` (`optimal-convex@wor`,
+    /// `khisti@independent`).
+    pub fn parse_rated(spec: &str) -> Result<(Self, SchemeKind), VerifyError> {
+        let (name, scheme) = match spec.split_once('@') {
+            Some((name, scheme)) => (name, Some(scheme)),
+            None => (spec, None),
+        };
+        let kind: Self = name.parse()?;
+        let scheme = match scheme {
+            Some(scheme) => scheme.parse::<SchemeKind>()?,
+            None => kind.rated_scheme().ok_or(VerifyError::Unsupported {
+                verifier: kind.name(),
+                scheme: SchemeKind::Iid,
+                supported: format!(
+                    "{}; name the scheme as `{}@SCHEME`",
+                    kind.schemes()
+                        .iter()
+                        .map(|s| s.name())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    kind.name()
+                ),
+            })?,
+        };
+        kind.check_scheme(scheme)?;
+        Ok((kind, scheme))
+    }
+
     /// The verifier's acceptance on `problem`: exact from its closed form
     /// where it has one ([`Self::exact_acceptance`]), else the estimate of
     /// `draws` seeded draws with its Wilson 99% interval, `progress`

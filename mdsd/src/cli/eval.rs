@@ -10,7 +10,7 @@ use mdsd::logits::{
     Backend, CpuBackend, Layout, LogitsError, Matrix, Pairs, WgpuBackend, builtin_sample,
 };
 use mdsd::verify::VerifierKind;
-use mdsd::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind, Solve};
+use mdsd::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind};
 use rayon::prelude::*;
 use serde_json::json;
 use std::sync::{Mutex, PoisonError};
@@ -607,33 +607,15 @@ fn joined(
     Ok((schemes, rated))
 }
 
-/// A verifier and the scheme it is rated on, from `name` (the first of
-/// iid, wor, greedy, top it supports) or `name@scheme`; or why it cannot
-/// be rated.
+/// A verifier and the scheme it is rated on (`name` or `name@scheme`), or
+/// why mdsd eval cannot rate it.
 fn verifier_scheme(spec: &str) -> Result<(VerifierKind, SchemeKind), CliError> {
-    let (name, scheme) = match spec.split_once('@') {
-        Some((name, scheme)) => (name, Some(scheme)),
-        None => (spec, None),
-    };
-    let kind: VerifierKind = name.parse()?;
-    let Some(scheme) = scheme else {
-        let scheme = kind.rated_scheme().ok_or_else(|| {
-            CliError::Usage(format!(
-                "verifier {kind} runs on none of iid, wor, greedy, top drafts: name its scheme \
-                 (`{kind}@SCHEME`)"
-            ))
-        })?;
-        return Ok((kind, scheme));
-    };
-    let scheme: SchemeKind = scheme
-        .parse()
-        .map_err(|e| CliError::Usage(format!("--verifiers {spec}: {e}")))?;
+    let (kind, scheme) = VerifierKind::parse_rated(spec)?;
     if scheme == SchemeKind::Hub {
         return Err(CliError::Usage(format!(
             "--verifiers {spec}: mdsd eval does not draw hub drafts"
         )));
     }
-    kind.check_scheme(scheme)?;
     Ok((kind, scheme))
 }
 
@@ -703,9 +685,15 @@ fn alpha_by_rows(
                     let n = scheme.fixed_n().unwrap_or(n);
                     let problem = data.problem(r, scheme, n, row)?;
                     match scheme {
-                        SchemeKind::Independent => (convex.solve(&problem))
-                            .map(|solution| solution.summary.alpha_star)
-                            .map_err(|e| e.at_row(row)),
+                        SchemeKind::Independent => {
+                            mdsd::verify::certified_alpha_star(&problem, convex)
+                                .map(|alpha| alpha.alpha_star)
+                                .map_err(|e| CliError::Solve {
+                                    row,
+                                    instead: e.instead(),
+                                    source: Box::new(e),
+                                })
+                        }
                         _ => mdsd::optimal_acceptance(&problem)
                             .map(|bound| bound.alpha_star)
                             .map_err(|e| e.at_row(row)),

@@ -502,23 +502,7 @@ fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
             .collect::<Result<_, _>>()?
     };
     mdsd::verify::check_verifier_drafts(problem.drafts().n())?;
-    let alpha = match mdsd::verify::alpha_star(problem) {
-        Ok(alpha_star) => output::ComparedAlpha {
-            alpha_star,
-            lower: None,
-        },
-        // Independent drafts past max flow: the certified interval.
-        Err(e) if scheme == SchemeKind::Independent && e.instead().contains(&Method::Convex) => {
-            let solution = ConvexSolver::default()
-                .solve(problem)
-                .map_err(|e| e.at_row(input.first_row))?;
-            output::ComparedAlpha {
-                alpha_star: solution.summary.alpha_star,
-                lower: Some(solution.summary.acceptance),
-            }
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let alpha = mdsd::verify::certified_alpha_star(problem, &ConvexSolver::default())?;
     // A verifier of the default set that cannot be built at this size (its
     // refusal names what scales instead) is left out and named; one the
     // user asked for is an error.

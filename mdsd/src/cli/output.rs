@@ -1,6 +1,6 @@
 //! The two output forms: one JSON document, or a readable table.
 
-use mdsd::verify::{ExactReport, SampledReport};
+use mdsd::verify::{CertifiedAlpha, ExactReport, SampledReport};
 use mdsd::{Plan, Status, Summary};
 use serde_json::json;
 
@@ -256,20 +256,9 @@ pub struct Skipped {
     pub reason: String,
 }
 
-/// alpha* as `mdsd compare` knows it: exact, or for independent drafts
-/// past max flow's budget the convex solver's certified interval, whose
-/// upper end the gaps are measured from.
-#[derive(Debug, Clone, Copy)]
-pub struct ComparedAlpha {
-    pub alpha_star: f64,
-    /// The interval's lower end (the acceptance optimal-convex reaches);
-    /// `None` when alpha* is exact.
-    pub lower: Option<f64>,
-}
-
 pub fn compare_json(
     input: &InputReport,
-    alpha: ComparedAlpha,
+    alpha: CertifiedAlpha,
     rows: &[ComparedRow],
     skipped: &[Skipped],
 ) -> String {
@@ -303,7 +292,7 @@ pub fn compare_json(
 /// `mdsd compare`: a table of verifiers against alpha*.
 pub fn compare_table(
     args: &ProblemArgs,
-    alpha: ComparedAlpha,
+    alpha: CertifiedAlpha,
     samples: Option<u64>,
     rows: &[ComparedRow],
     skipped: &[Skipped],
@@ -315,6 +304,7 @@ pub fn compare_table(
     let alpha_star = alpha.alpha_star;
     let shown = match alpha.lower {
         None => format!("alpha* = {alpha_star:.12}"),
+        // Gaps are measured from the upper end.
         Some(lower) => format!(
             "alpha* in [{lower:.12}, {alpha_star:.12}] (the convex solver's certified interval; \
              gaps from its upper end)"
