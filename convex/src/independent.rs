@@ -241,13 +241,11 @@ impl Potential for Independent<'_> {
             } else {
                 STEP
             };
-            // phi_i - s_i = Σ_y q_i(y) (e^(-a_y c) - 1), without cancellation.
+            // phi_i - s_i = Σ_y q_i(y) (e^(-a_y c) - 1), without cancellation;
+            // e^(-a c) - 1 once per group for every draft.
+            let expm1: Vec<f64> = groups.a.iter().map(|&a| (-a * ck).exp_m1()).collect();
             let shift: Vec<f64> = (0..n)
-                .map(|i| {
-                    (mass[i].iter().zip(&groups.a))
-                        .map(|(q, a)| q * (-a * ck).exp_m1())
-                        .sum()
-                })
+                .map(|i| mass[i].iter().zip(&expm1).map(|(q, m)| q * m).sum())
                 .collect();
             let phi: Vec<f64> = worlds.iter().zip(&shift).map(|(s, d)| s + d).collect();
             // Π phi_i - Π s_i, accumulated factor by factor.

@@ -72,7 +72,7 @@ def test_block_efficiency_on_a_tiny_pair():
         assert figures.first_token_p_value >= 0.01, figures
 
 
-@pytest.mark.parametrize("verifier", ["specinfer", "optimal-convex"])
+@pytest.mark.parametrize("verifier", ["specinfer", "kseq", "khisti", "optimal-convex"])
 def test_decoding_on_a_tiny_pair_keeps_the_target_law(verifier):
     target, draft = tiny_model(2), tiny_model(3)
     model = mdsd.CallbackModel(mdsd.hf.causal_lm_fn(target), mdsd.hf.causal_lm_fn(draft), VOCAB)

@@ -144,8 +144,10 @@ class Bigram:
 # optimal-convex on wor drafts solves a double integral per step (tens of
 # milliseconds even at V = 6): its losslessness is checked by enumeration
 # in the verifier tests, not through thousands of decoding steps here.
-@pytest.mark.parametrize("verifier,scheme", [("specinfer", "iid"), ("optimal-convex", "iid"),
-                                             ("rrs-wor", "wor")])
+@pytest.mark.parametrize("verifier,scheme", [
+    ("nss", "iid"), ("naive", "iid"), ("specinfer", "iid"), ("kseq", "iid"), ("khisti", "iid"),
+    ("optimal-flow", "iid"), ("optimal-convex", "iid"), ("rrs-wor", "wor"), ("nss", "wor"),
+])
 def test_speculative_decoding_keeps_the_target_law(verifier, scheme):
     vocab, prompt = 6, [3]
     pair = Bigram(vocab, 5)

@@ -263,7 +263,17 @@ impl VerifierKind {
         {
             return Some(Err(e));
         }
+        let scheme = problem.drafts().kind();
         Some(match self {
+            // Inclusion probabilities without replacement, and the hub's
+            // second draft given its first, have no closed form: the
+            // harnesses rate those.
+            VerifierKind::Nss if scheme == SchemeKind::WithoutReplacement => return None,
+            VerifierKind::Naive
+                if matches!(scheme, SchemeKind::WithoutReplacement | SchemeKind::Hub) =>
+            {
+                return None;
+            }
             VerifierKind::Nss => nss_acceptance(problem),
             VerifierKind::Naive => naive_acceptance(problem),
             VerifierKind::SpecInfer => specinfer_acceptance(problem),

@@ -421,3 +421,27 @@ fn spechub_on_its_hub_drafts() {
         TOL,
     );
 }
+
+/// Verifiers without a closed form on a scheme (nss and naive on drafts
+/// without replacement) are rated by sampling, within the 99% interval of
+/// their enumerated acceptance, rather than refused.
+#[test]
+fn schemes_without_a_closed_form_are_rated_by_sampling() {
+    let p = mdsd_core::Distribution::from_probs(vec![0.4, 0.3, 0.2, 0.1]).unwrap();
+    let q = mdsd_core::Distribution::from_probs(vec![0.1, 0.2, 0.3, 0.4]).unwrap();
+    let problem = Problem::new(p, DraftScheme::without_replacement(q, 2).unwrap()).unwrap();
+    let convex = mdsd_convex::ConvexSolver::default();
+    for kind in [VerifierKind::Nss, VerifierKind::Naive] {
+        assert!(kind.exact_acceptance(&problem, &convex).is_none(), "{kind}");
+        let rating = kind.rate(&problem, &convex, 50_000, 1, &|_| {}).unwrap();
+        let verifier = kind.prepare(&problem).unwrap();
+        let exact = mdsd_verify::exact(&problem, verifier.as_ref(), DEFAULT_ENUMERATION_LIMIT)
+            .unwrap()
+            .acceptance;
+        let (low, high) = rating.interval.unwrap();
+        assert!(
+            low <= exact && exact <= high,
+            "{kind}: {exact} not in [{low}, {high}]"
+        );
+    }
+}
