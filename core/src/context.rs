@@ -11,6 +11,23 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::{CoreError, Distribution, Instead, saturating_pow};
 
+/// Which model of a target/draft pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    Target,
+    Draft,
+}
+
+impl Side {
+    /// "target" or "draft", as messages name the model.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Target => "target",
+            Side::Draft => "draft",
+        }
+    }
+}
+
 /// Target and draft next-token laws as functions of the prefix.
 pub trait ContextModel: Sync {
     /// The vocabulary size V: every law has V entries.

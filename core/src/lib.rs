@@ -34,7 +34,7 @@ mod size;
 mod solve;
 
 pub use context::{
-    ContextIndependent, ContextModel, MarkovModel, PositionalRows, check_depth, check_tokens,
+    ContextIndependent, ContextModel, MarkovModel, PositionalRows, Side, check_depth, check_tokens,
     draft_paths,
 };
 pub use coupling::{

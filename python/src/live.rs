@@ -5,11 +5,11 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use mdsd::core::{ContextModel, Distribution, MarkovModel, Transform};
+use mdsd::core::{ContextModel, Distribution, MarkovModel, Side, Transform};
 use mdsd::logits::Values;
 use mdsd::verify::VerifyError;
 use mdsd::verify::block::{
-    BlockReport, CachedModel, LiveModel, LiveSettings, Side, exact_live_blocks, sampled_live_blocks,
+    BlockReport, CachedModel, LiveModel, LiveSettings, exact_live_blocks, sampled_live_blocks,
 };
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use mdsd_core::{ContextModel, Distribution, MarkovModel};
+use mdsd_core::{ContextModel, Distribution, MarkovModel, Side};
 use mdsd_verify::VerifyError;
 use mdsd_verify::block::{
-    CachedModel, LiveModel, LiveSettings, Side, exact_block, exact_live_blocks, prepare_block,
+    CachedModel, LiveModel, LiveSettings, exact_block, exact_live_blocks, prepare_block,
     sampled_live_blocks,
 };
 

@@ -15,9 +15,10 @@ use rayon::prelude::*;
 use serde_json::json;
 use std::sync::{Mutex, PoisonError};
 
-use super::input::{InputArgs, InputReport, Side};
+use super::input::{InputArgs, InputReport};
 use super::report::ReportFolder;
 use super::{CliError, SolveError, at_least_one, output, progress_bar};
+use mdsd::core::Side;
 
 pub(super) mod plot;
 
@@ -309,7 +310,7 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
     // fails alone is reported and the others go on.
     for side in [Side::Target, Side::Draft] {
         (args.input.transform(side).check()).map_err(|source| CliError::Invalid {
-            what: format!("{side} transform"),
+            what: format!("the {}'s transform", side.name()),
             source,
         })?;
     }

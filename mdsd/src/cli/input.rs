@@ -12,6 +12,7 @@ use rayon::prelude::*;
 
 use clap::Args;
 use mdsd::core::Shown;
+use mdsd::core::Side;
 use mdsd::logits::{
     DraftVocabMap, LogitsError, Matrix, Pairs, ReadOptions, RowReader, RowSelection, Values,
     VocabularyCut, VocabularyOptions, read_argument_pairs, read_pairs,
@@ -192,22 +193,6 @@ impl fmt::Display for RowSpec {
             (true, Some(end)) => write!(f, "{}..{end}", self.first),
             (true, None) => write!(f, "{}..", self.first),
         }
-    }
-}
-
-/// Which side of a pair a transform applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    Target,
-    Draft,
-}
-
-impl fmt::Display for Side {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Side::Target => "the target's",
-            Side::Draft => "the draft's",
-        })
     }
 }
 

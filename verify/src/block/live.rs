@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mdsd_core::{ContextModel, CumulativeDistribution, Distribution, Instead, Method};
+use mdsd_core::{ContextModel, CumulativeDistribution, Distribution, Instead, Method, Side};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -23,22 +23,6 @@ use super::harness::check_output_length;
 use super::{BlockReport, exact_block, prepare_block};
 use crate::VerifyError;
 use crate::sampling::goodness_of_fit;
-
-/// Which model of a pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Side {
-    Target,
-    Draft,
-}
-
-impl Side {
-    pub fn name(self) -> &'static str {
-        match self {
-            Side::Target => "target",
-            Side::Draft => "draft",
-        }
-    }
-}
 
 /// A model pair that gives next-token laws for batches of prefixes.
 pub trait LiveModel {

@@ -59,7 +59,7 @@ pub use harness::{
     sampled_block_with_progress,
 };
 pub use live::{
-    CachedModel, LiveModel, LiveReport, LiveSettings, Side, exact_live_blocks, sampled_live_blocks,
+    CachedModel, LiveModel, LiveReport, LiveSettings, exact_live_blocks, sampled_live_blocks,
 };
 pub use path::{BlockVerification, TokenByToken};
 
