@@ -943,11 +943,11 @@ fn report_table(
     samples: u64,
 ) -> String {
     use std::fmt::Write;
+    // A column of means: a space, the value in 8, then the noise mark or
+    // a space, so that a mark never touches the next column.
+    let cell = |text: &str, mark: bool| format!(" {text:>8}{}", if mark { '*' } else { ' ' });
     let mut out = String::new();
-    let header: String = ns
-        .iter()
-        .map(|n| format!("{:>9}", format!("n={n}")))
-        .collect();
+    let header: String = ns.iter().map(|n| cell(&format!("n={n}"), false)).collect();
     let _ = writeln!(out, "{described}");
     out += &input.note();
     let _ = writeln!(out, "\nalpha* per row");
@@ -979,7 +979,7 @@ fn report_table(
     let _ = writeln!(out, "\n{:<width$}{header}", "mean alpha*");
     for s in schemes {
         let means: String = (0..ns.len())
-            .map(|j| format!("{:>9}", shown(column_mean(&s.alpha, j))))
+            .map(|j| cell(&shown(column_mean(&s.alpha, j)), false))
             .collect();
         let _ = writeln!(out, "{:<width$}{means}", s.scheme.name());
     }
@@ -998,8 +998,7 @@ fn report_table(
                 .map(|j| {
                     let mark = v.above_alpha_within_interval(j, samples, schemes);
                     noise |= mark;
-                    let mean = shown(column_mean(&v.acceptance, j));
-                    format!("{:>9}", if mark { format!("{mean}*") } else { mean })
+                    cell(&shown(column_mean(&v.acceptance, j)), mark)
                 })
                 .collect();
             let _ = writeln!(out, "{label:<width$}{means}");
@@ -1007,14 +1006,12 @@ fn report_table(
                 let widths: String = (0..ns.len())
                     .map(|j| {
                         let h = v.mean_half_width(j, samples).unwrap_or(f64::NAN);
-                        format!(
-                            "{:>9}",
-                            if h.is_nan() {
-                                "-".into()
-                            } else {
-                                format!("±{h:.1e}")
-                            }
-                        )
+                        let text = if h.is_nan() {
+                            "-".into()
+                        } else {
+                            format!("±{h:.1e}")
+                        };
+                        cell(&text, false)
                     })
                     .collect();
                 let _ = writeln!(out, "{:<width$}{widths}", "  99% interval of the mean");
@@ -1027,7 +1024,10 @@ fn report_table(
             );
         }
     }
-    out
+    // The cells' room for a mark leaves no space at the ends of lines.
+    out.lines()
+        .map(|line| line.trim_end().to_string() + "\n")
+        .collect()
 }
 
 /// `eval.json`, `alpha.csv` and `verifiers.csv` (rows numbered from
