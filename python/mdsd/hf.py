@@ -13,6 +13,8 @@ A Qwen2.5 0.5B / 1.5B pair (the draft and target of the shared data)::
     report = mdsd.block_efficiency(model, prompt_ids, depth=4, paths=2, samples=200)
 """
 
+import copy
+
 try:
     import torch
 except ImportError as error:  # pragma: no cover - depends on the environment
@@ -32,9 +34,14 @@ def causal_lm_fn(model, *, temperature=1.0, top_k=None, top_p=None, batch_size=3
     With ``share_prefix`` the tokens every prefix of a batch starts with
     (the prompt, and the drafted tokens the paths share) run once, and
     their key-value cache is repeated across the batch, so that a batch of
-    draft-tree nodes costs the prompt once. Versions of transformers whose
-    cache cannot be repeated that way run the whole prefixes instead."""
+    draft-tree nodes costs the prompt once; the cache of the last shared
+    tokens is kept between calls, so that a call whose shared tokens
+    extend them (the next step of a decoding loop) runs only the new ones.
+    Versions of transformers whose cache cannot be repeated that way run
+    the whole prefixes instead."""
     device = next(model.parameters()).device
+    # The shared tokens of the last call and their cache (batch 1).
+    kept = {}
 
     @torch.no_grad()
     def next_logits(prefixes):
@@ -43,7 +50,7 @@ def causal_lm_fn(model, *, temperature=1.0, top_k=None, top_p=None, batch_size=3
                              "token before the next (start prompts with the BOS token)")
         model.eval()
         logits = torch.cat([
-            _batch_logits(model, prefixes[start:start + batch_size], device, share_prefix)
+            _batch_logits(model, prefixes[start:start + batch_size], device, share_prefix, kept)
             for start in range(0, len(prefixes), batch_size)
         ]).double()
         return _transformed(logits, temperature, top_k, top_p).cpu().numpy()
@@ -91,23 +98,39 @@ def _right_padded(rows, device):
     return ids, mask, lengths
 
 
-def _batch_logits(model, prefixes, device, share_prefix):
+def _batch_logits(model, prefixes, device, share_prefix, kept):
     shared = _shared_length(prefixes) if share_prefix else 0
     if shared > 0:
         try:
-            return _logits_after_shared(model, prefixes, shared, device)
+            return _logits_after_shared(model, prefixes, shared, device, kept)
         except (AttributeError, TypeError, NotImplementedError):
             # This version's cache has no batch_repeat_interleave: run the
             # whole prefixes.
-            pass
+            kept.clear()
     ids, mask, lengths = _right_padded(prefixes, device)
     logits = model(input_ids=ids, attention_mask=mask).logits
     return logits[torch.arange(len(prefixes), device=device), lengths - 1]
 
 
-def _logits_after_shared(model, prefixes, shared, device):
-    head = torch.tensor([prefixes[0][:shared]], dtype=torch.long, device=device)
-    cache = model(input_ids=head, use_cache=True).past_key_values
+def _shared_cache(model, tokens, device, kept):
+    """The key-value cache of ``tokens`` (batch 1): the kept cache of the
+    last call's shared tokens extended by the new ones where those are a
+    prefix of these, else computed afresh; kept for the next call."""
+    tokens = tuple(tokens)
+    before = kept.get("tokens", ())
+    if before and tokens[:len(before)] == before:
+        cache, start = copy.deepcopy(kept["cache"]), len(before)
+    else:
+        cache, start = None, 0
+    if start < len(tokens):
+        ids = torch.tensor([tokens[start:]], dtype=torch.long, device=device)
+        cache = model(input_ids=ids, past_key_values=cache, use_cache=True).past_key_values
+    kept["tokens"], kept["cache"] = tokens, copy.deepcopy(cache)
+    return cache
+
+
+def _logits_after_shared(model, prefixes, shared, device, kept):
+    cache = _shared_cache(model, prefixes[0][:shared], device, kept)
     cache.batch_repeat_interleave(len(prefixes))
     ids, tail_mask, lengths = _right_padded([p[shared:] for p in prefixes], device)
     mask = torch.cat([torch.ones((len(prefixes), shared), dtype=torch.long, device=device),

@@ -44,6 +44,25 @@ def test_logits_are_the_models_with_or_without_the_shared_prefix():
         mdsd.hf.causal_lm_fn(model)([[]])
 
 
+def test_the_shared_cache_kept_between_calls_changes_nothing():
+    """Calls as a decoding loop makes them: each one's shared tokens extend
+    the last's (the kept cache is extended), then a call that does not
+    extend them (computed afresh)."""
+    model = tiny_model(4)
+    fn = mdsd.hf.causal_lm_fn(model)
+    calls = [
+        [[1, 2, 3], [1, 2, 3, 4]],
+        [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 7]],
+        [[1, 2, 3, 4, 5, 6, 8]],
+        [[9, 2, 3], [9, 2, 4]],
+        [[1, 2, 3, 4, 5, 6, 8, 10], [1, 2, 3, 4, 5, 6, 8, 11]],
+    ]
+    for prefixes in calls:
+        got = fn(prefixes)
+        for row, prefix in zip(got, prefixes):
+            np.testing.assert_allclose(row, direct_logits(model, prefix), atol=1e-4)
+
+
 def test_transforms_are_mdsds():
     model = tiny_model(1)
     prefix = [[3, 1]]
