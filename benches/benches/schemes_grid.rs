@@ -7,8 +7,8 @@
 //! (independent), and the most iterations.
 //!
 //! One solve per row and cell is the measurement (criterion's repeated
-//! sampling would take hours at full vocabulary; `convex.rs` holds the
-//! criterion benchmarks). Uses the 64 rows of `../shared/data` when
+//! sampling of the full-vocabulary solves would repeat the slowest cells
+//! many times over; `convex.rs` holds the criterion benchmarks). Uses the 64 rows of `../shared/data` when
 //! present, else the repository's 8. Narrow it with
 //! `GRID_SCHEMES=wor GRID_K=100,1000 GRID_N=4 GRID_ROWS=8`.
 //!

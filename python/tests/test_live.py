@@ -141,9 +141,9 @@ class Bigram:
         return e / e.sum()
 
 
-# optimal-convex on wor drafts solves a double integral per step (tens of
-# milliseconds even at V = 6): its losslessness is checked by enumeration
-# in the verifier tests, not through thousands of decoding steps here.
+# optimal-convex on wor drafts solves the exponential clocks' double
+# integral at every step, too costly for thousands of decoding steps: its
+# losslessness is checked by enumeration in the verifier tests.
 @pytest.mark.parametrize("verifier,scheme", [
     ("nss", "iid"), ("naive", "iid"), ("specinfer", "iid"), ("kseq", "iid"), ("khisti", "iid"),
     ("optimal-flow", "iid"), ("optimal-convex", "iid"), ("rrs-wor", "wor"), ("nss", "wor"),
