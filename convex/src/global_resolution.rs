@@ -24,7 +24,7 @@ use mdsd_core::{CoreError, Problem, SchemeKind, Solution, Solve, Status, Summary
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
-use crate::newton::{Evaluation, Potential, Program, Stop};
+use crate::newton::{Evaluation, Potential, Program, REACH, Stop};
 use crate::numeric::curvature_floor;
 use crate::selection_rule::{Assembly, Counting, SelectionRule};
 use crate::thresholds::THETA_LIMIT;
@@ -155,6 +155,7 @@ impl Solve for GlobalResolution {
             p: &outer_p,
             bounds: (-THETA_LIMIT, 0.0),
             stop: Stop::ProjectedGradient,
+            reach: REACH,
         }
         .minimise(
             vec![0.0; outer_p.len()],
@@ -168,6 +169,7 @@ impl Solve for GlobalResolution {
             p: &inner_p,
             bounds: (-THETA_LIMIT, THETA_LIMIT),
             stop: Stop::ProjectedGradient,
+            reach: REACH,
         }
         .minimise(
             vec![0.0; inner_p.len()],

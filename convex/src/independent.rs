@@ -19,14 +19,20 @@
 //!   Π_{k∉{i,j}} phi_k dc + [y = z] a_y² ∫ c e^(-a_y c) Σ_i q_i(y)
 //!   Π_{j≠i} phi_j dc` (1/S² = ∫ c e^(-cS) dc).
 //!
-//! The integrals use the i.i.d. rule's nodes (trapezoidal in ln c), token
-//! by token; the Newton direction is found by conjugate gradients on
-//! Hessian-vector products, which cost O(n² V) per node, not by the
-//! i.i.d. Hessian's Woodbury structure.
+//! The integrals use the i.i.d. rule's nodes (trapezoidal in ln c), and
+//! their sums over tokens run through buckets of theta (the i.i.d. rule's
+//! `Assignment`: per bucket, a series in each token's offset from its
+//! centre), so that each sum costs O(V) multiplications plus O(buckets x
+//! nodes) exponentials, however many distinct weights the tokens take;
+//! the tokens at the least and the greatest weight, where the held ones
+//! sit, count as one token each (`Compact`). The Newton direction is
+//! found by conjugate gradients on Hessian-vector products over the free
+//! tokens (`FreeHessian`), each 2n such sums, not by the i.i.d. Hessian's
+//! Woodbury structure.
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
-use crate::selection::{STEP, left_tail, nodes};
+use crate::selection::{Assignment, STEP, left_tail, nodes};
 
 /// The selectable tokens of one side of a problem with independent drafts.
 pub(crate) struct Independent<'a> {
@@ -42,74 +48,80 @@ pub(crate) struct Independent<'a> {
 }
 
 /// What a Newton direction needs of an evaluation: the nodes, each
-/// draft's transform phi_i at each node, and the tokens' groups.
+/// draft's transform phi_i at each node, and the tokens' buckets.
 pub(crate) struct Kernels {
     c: Vec<f64>,
     /// phi[k][i] = phi_i(c_k).
     phi: Vec<Vec<f64>>,
-    groups: Groups,
-    /// e^(-a_g c_k), node after node, kept from the evaluation when the
-    /// table is at most EXPONENTIALS_KEPT entries: the Hessian products
-    /// of the conjugate gradients read it instead of computing it again.
-    exponentials: Option<Vec<f64>>,
+    /// The buckets of the compact tokens (`Compact`), and each token's
+    /// row there.
+    tokens: Assignment,
+    row: Vec<usize>,
 }
 
-/// The most entries (nodes x groups) of the exponentials kept between an
-/// evaluation and its Newton direction (32 MB).
-const EXPONENTIALS_KEPT: usize = 1 << 22;
+/// The tokens with the tokens at the least and at the greatest weight
+/// (where a program's held tokens sit: H's at the lower bound in the
+/// separating program, most of H at 0 in the inner one) as one token
+/// each, of their total q_i: every integral depends on a token only
+/// through its weight, so this is exact, and an evaluation then costs per
+/// token only for the others.
+struct Compact {
+    theta: Vec<f64>,
+    /// q_i per row, one vector per draft.
+    q: Vec<Vec<f64>>,
+    /// Each token's row.
+    row: Vec<usize>,
+}
 
-impl Kernels {
-    /// e^(-a_g c_k) for every group g at node k: the kept row, or computed
-    /// into `buffer`.
-    fn exponentials<'a>(&'a self, k: usize, buffer: &'a mut Vec<f64>) -> &'a [f64] {
-        let groups = self.groups.a.len();
-        match &self.exponentials {
-            Some(table) => &table[k * groups..(k + 1) * groups],
-            None => {
-                buffer.clear();
-                buffer.extend(self.groups.a.iter().map(|&a| (-a * self.c[k]).exp()));
-                buffer
+impl Compact {
+    fn new(theta: &[f64], q: &[Vec<f64>]) -> Self {
+        let (lo, hi) = (theta.iter()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &t| {
+            (lo.min(t), hi.max(t))
+        });
+        let kept = theta.iter().filter(|&&t| t != lo && t != hi).count();
+        let ends: Vec<f64> = match theta.len() {
+            0 => Vec::new(),
+            _ if lo < hi => vec![lo, hi],
+            _ => vec![lo],
+        };
+        let end_row = |t: f64| kept + usize::from(t == hi && lo < hi);
+        let mut row = Vec::with_capacity(theta.len());
+        let mut next = 0;
+        for &t in theta {
+            if t == lo || t == hi {
+                row.push(end_row(t));
+            } else {
+                row.push(next);
+                next += 1;
             }
         }
-    }
-}
-
-/// The tokens grouped by their weight a = e^theta: the integrals depend on
-/// a token only through a, and at and near the optimum most tokens share
-/// one of a few weights (those held at a bound), so each integral is
-/// computed once per group and each token reads its group's.
-struct Groups {
-    /// The weight of each group.
-    a: Vec<f64>,
-    /// The group of each token.
-    of: Vec<usize>,
-}
-
-impl Groups {
-    fn new(theta: &[f64]) -> Self {
-        let mut index = std::collections::HashMap::new();
-        let mut a = Vec::new();
-        let of = theta
-            .iter()
-            .map(|t| {
-                *index.entry(t.to_bits()).or_insert_with(|| {
-                    a.push(t.exp());
-                    a.len() - 1
-                })
+        let mut compact_theta: Vec<f64> = (theta.iter())
+            .filter(|&&t| t != lo && t != hi)
+            .copied()
+            .collect();
+        compact_theta.extend(&ends);
+        let q = (q.iter())
+            .map(|law| {
+                let mut compact = vec![0.0; compact_theta.len()];
+                (law.iter().zip(&row)).for_each(|(q, &r)| compact[r] += q);
+                compact
             })
             .collect();
-        Self { a, of }
-    }
-
-    /// Σ over each group's tokens of `x`, per draft: `sums[i][g]`.
-    fn sums(&self, x: impl Fn(usize, usize) -> f64, drafts: usize) -> Vec<Vec<f64>> {
-        let mut sums = vec![vec![0.0; self.a.len()]; drafts];
-        for (y, &g) in self.of.iter().enumerate() {
-            for (i, sum) in sums.iter_mut().enumerate() {
-                sum[g] += x(i, y);
-            }
+        Self {
+            theta: compact_theta,
+            q,
+            row,
         }
-        sums
+    }
+}
+
+impl Kernels {
+    /// Per node, `STEP c_k² f(phi at c_k)`: the weights of the Hessian's
+    /// integrals (1/S² = ∫ c e^(-cS) dc, times the Jacobian c of c = e^u).
+    fn hessian_kernel(&self, f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+        (self.c.iter().zip(&self.phi))
+            .map(|(&c, phi)| STEP * c * c * f(phi))
+            .collect()
     }
 }
 
@@ -121,95 +133,113 @@ fn product_without(phi: &[f64], skip: &[usize]) -> f64 {
         .product()
 }
 
+/// Σ_i q_i(y) values[i][y] for every token y.
+fn per_token(q: &[Vec<f64>], values: &[Vec<f64>]) -> Vec<f64> {
+    let mut sum = vec![0.0; q.first().map_or(0, Vec::len)];
+    for (q, values) in q.iter().zip(values) {
+        (sum.iter_mut().zip(q).zip(values)).for_each(|((s, q), v)| *s += q * v);
+    }
+    sum
+}
+
 impl Independent<'_> {
     fn drafts(&self) -> usize {
         self.q.len()
     }
+}
 
-    /// Σ_i q_i(y) values[i][g(y)] for every token y.
-    fn per_token(&self, groups: &Groups, values: &[Vec<f64>]) -> Vec<f64> {
-        (groups.of.iter().enumerate())
-            .map(|(y, &g)| {
-                (0..self.drafts())
-                    .map(|i| self.q[i][y] * values[i][g])
-                    .sum()
+/// The Hessian on the free tokens of a Newton direction (its products
+/// with vectors zero on the held tokens need no sum over those): their
+/// q_i, r and buckets, the evaluation's nodes and phi, and `own`.
+struct FreeHessian<'a> {
+    q: Vec<Vec<f64>>,
+    r: Vec<f64>,
+    tokens: Assignment,
+    kernels: &'a Kernels,
+    /// E[π_y²] / a_y² without its cross-draft part: Σ_i q_i(y) ∫ c
+    /// e^(-a_y c) Π_{j≠i} phi_j dc, what the diagonal and the products
+    /// share.
+    own: Vec<f64>,
+}
+
+impl<'a> FreeHessian<'a> {
+    fn new(potential: &Independent, at: &'a Evaluation<Kernels>, free: &[usize]) -> Self {
+        let kernels = &at.hessian;
+        let rows: Vec<usize> = free.iter().map(|&y| kernels.row[y]).collect();
+        let tokens = kernels.tokens.restrict(&rows);
+        let q: Vec<Vec<f64>> = (potential.q.iter())
+            .map(|law| free.iter().map(|&y| law[y]).collect())
+            .collect();
+        let values: Vec<Vec<f64>> = (0..q.len())
+            .map(|i| {
+                let kernel = kernels.hessian_kernel(|phi| product_without(phi, &[i]));
+                tokens.smooth(&kernels.c, &kernel, 1.0, 2)
+            })
+            .collect();
+        Self {
+            own: per_token(&q, &values),
+            r: free.iter().map(|&y| at.marginal[y]).collect(),
+            q,
+            tokens,
+            kernels,
+        }
+    }
+
+    /// The Hessian times `v`.
+    fn times(&self, v: &[f64]) -> Vec<f64> {
+        let (n, kernels, tokens) = (self.q.len(), self.kernels, &self.tokens);
+        // psi_j(c_k) = Σ_z q_j(z) a_z v_z e^(-a_z c_k).
+        let psi: Vec<Vec<f64>> = (0..n)
+            .map(|j| {
+                tokens.transform(
+                    |z| self.q[j][z] * tokens.weight(z) * v[z],
+                    &kernels.c,
+                    false,
+                )
+            })
+            .collect();
+        // Per draft i: ∫ c e^(-a_y c) Σ_{j≠i} Π_{k∉{i,j}} phi_k psi_j dc.
+        let cross: Vec<Vec<f64>> = (0..n)
+            .map(|i| {
+                let kernel: Vec<f64> = (kernels.c.iter().zip(&kernels.phi).enumerate())
+                    .map(|(k, (&c, phi))| {
+                        let coupled: f64 = (0..n)
+                            .filter(|&j| j != i)
+                            .map(|j| product_without(phi, &[i, j]) * psi[j][k])
+                            .sum();
+                        STEP * c * c * coupled
+                    })
+                    .collect();
+                tokens.smooth(&kernels.c, &kernel, 1.0, 2)
+            })
+            .collect();
+        let cross = per_token(&self.q, &cross);
+        (0..v.len())
+            .map(|y| {
+                let a = tokens.weight(y);
+                self.r[y] * v[y] - a * (cross[y] + a * v[y] * self.own[y])
             })
             .collect()
     }
 
-    /// The Hessian times `v` (zero on the held variables).
-    fn hessian_times(&self, r: &[f64], kernels: &Kernels, v: &[f64]) -> Vec<f64> {
-        let n = self.drafts();
-        let groups = &kernels.groups;
-        let weighted = groups.sums(|i, z| self.q[i][z] * v[z], n);
-        // Per group g and draft i: Σ_k w_k e^(-a_g c) Σ_{j≠i} K_ij psi_j
-        // (cross) and Σ_k w_k e^(-a_g c) K_i (own), w_k = STEP c_k².
-        let mut cross = vec![vec![0.0; groups.a.len()]; n];
-        let mut own = vec![vec![0.0; groups.a.len()]; n];
-        let mut buffer = Vec::new();
-        for (k, (&c, phi)) in kernels.c.iter().zip(&kernels.phi).enumerate() {
-            let weight = STEP * c * c;
-            let e = kernels.exponentials(k, &mut buffer);
-            // psi_j = Σ_z q_j(z) a_z v_z e^(-a_z c).
-            let psi: Vec<f64> = (0..n)
-                .map(|j| {
-                    (0..e.len())
-                        .map(|g| weighted[j][g] * groups.a[g] * e[g])
-                        .sum()
-                })
-                .collect();
-            for i in 0..n {
-                let coupled: f64 = (0..n)
-                    .filter(|&j| j != i)
-                    .map(|j| product_without(phi, &[i, j]) * psi[j])
-                    .sum();
-                let alone = product_without(phi, &[i]);
-                for (g, &e) in e.iter().enumerate() {
-                    cross[i][g] += weight * e * coupled;
-                    own[i][g] += weight * e * alone;
-                }
+    /// The diagonal: r_y - E[π_y²]; the part of two drafts on one token
+    /// has e^(-2 a_y c).
+    fn diagonal(&self) -> Vec<f64> {
+        let (n, kernels, tokens) = (self.q.len(), self.kernels, &self.tokens);
+        let mut pairs = vec![0.0; self.r.len()];
+        for i in 0..n {
+            for j in i + 1..n {
+                let kernel = kernels.hessian_kernel(|phi| product_without(phi, &[i, j]));
+                let values = tokens.smooth(&kernels.c, &kernel, 2.0, 2);
+                // Both orders of the two drafts.
+                (pairs.iter_mut().zip(values).enumerate())
+                    .for_each(|(y, (p, x))| *p += 2.0 * self.q[i][y] * self.q[j][y] * x);
             }
         }
-        let (cross, own) = (self.per_token(groups, &cross), self.per_token(groups, &own));
-        (0..r.len())
+        (0..self.r.len())
             .map(|y| {
-                let a = groups.a[groups.of[y]];
-                r[y] * v[y] - a * (cross[y] + a * v[y] * own[y])
-            })
-            .collect()
-    }
-
-    /// The Hessian's diagonal: r_y - E[π_y²].
-    fn hessian_diagonal(&self, r: &[f64], kernels: &Kernels) -> Vec<f64> {
-        let n = self.drafts();
-        let groups = &kernels.groups;
-        // Per group: pairs[i][j][g] = Σ_k w_k e^(-2 a_g c) K_ij, own[i][g] =
-        // Σ_k w_k e^(-a_g c) K_i.
-        let mut pairs = vec![vec![vec![0.0; groups.a.len()]; n]; n];
-        let mut own = vec![vec![0.0; groups.a.len()]; n];
-        let mut buffer = Vec::new();
-        for (k, (&c, phi)) in kernels.c.iter().zip(&kernels.phi).enumerate() {
-            let weight = STEP * c * c;
-            let row = kernels.exponentials(k, &mut buffer);
-            for (g, &e) in row.iter().enumerate() {
-                for i in 0..n {
-                    own[i][g] += weight * e * product_without(phi, &[i]);
-                    for j in (0..n).filter(|&j| j != i) {
-                        pairs[i][j][g] += weight * e * e * product_without(phi, &[i, j]);
-                    }
-                }
-            }
-        }
-        let own = self.per_token(groups, &own);
-        (0..r.len())
-            .map(|y| {
-                let g = groups.of[y];
-                let a = groups.a[g];
-                let coupled: f64 = (0..n)
-                    .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
-                    .map(|(i, j)| self.q[i][y] * self.q[j][y] * pairs[i][j][g])
-                    .sum();
-                r[y] - a * a * (coupled + own[y])
+                let a = tokens.weight(y);
+                self.r[y] - a * a * (pairs[y] + self.own[y])
             })
             .collect()
     }
@@ -218,21 +248,21 @@ impl Independent<'_> {
 impl Potential for Independent<'_> {
     type Hessian = Kernels;
 
-    fn evaluate(&self, theta: &[f64], _workspace: &mut Workspace) -> Evaluation<Kernels> {
+    fn evaluate(&self, theta: &[f64], workspace: &mut Workspace) -> Evaluation<Kernels> {
         let n = self.drafts();
-        let groups = Groups::new(theta);
-        let mass = groups.sums(|i, y| self.q[i][y], n);
-        let c = nodes(theta, n);
+        let compact = Compact::new(theta, self.q);
+        let tokens = Assignment::new(&compact.theta, workspace);
+        let c = nodes(&compact.theta, n);
+        // phi_i - s_i = Σ_y q_i(y) (e^(-a_y c) - 1), without cancellation.
+        let shifts: Vec<Vec<f64>> = (compact.q.iter())
+            .map(|law| tokens.transform(|y| law[y], &c, true))
+            .collect();
         let worlds: Vec<f64> = (0..n)
             .map(|i| self.base[i] + self.q[i].iter().sum::<f64>())
             .collect();
         let selectable = worlds.iter().product::<f64>() - self.base.iter().product::<f64>();
-        // Per draft i and group g: Σ_k w_k a c_k e^(-a c_k) Π_{j≠i} phi_j.
-        let mut selected = vec![vec![0.0; groups.a.len()]; n];
         let mut potential = 0.0;
         let mut phi_at = Vec::with_capacity(c.len());
-        let mut exponentials = (c.len() * groups.a.len() <= EXPONENTIALS_KEPT)
-            .then(|| Vec::with_capacity(c.len() * groups.a.len()));
         for (k, &ck) in c.iter().enumerate() {
             // The first node stands for the rule's infinite left end too,
             // where every integrand grows like c (`left_tail`).
@@ -241,47 +271,55 @@ impl Potential for Independent<'_> {
             } else {
                 STEP
             };
-            // phi_i - s_i = Σ_y q_i(y) (e^(-a_y c) - 1), without cancellation;
-            // e^(-a c) - 1 once per group for every draft.
-            let expm1: Vec<f64> = groups.a.iter().map(|&a| (-a * ck).exp_m1()).collect();
-            let shift: Vec<f64> = (0..n)
-                .map(|i| mass[i].iter().zip(&expm1).map(|(q, m)| q * m).sum())
+            let phi: Vec<f64> = (worlds.iter().zip(&shifts))
+                .map(|(s, shift)| s + shift[k])
                 .collect();
-            let phi: Vec<f64> = worlds.iter().zip(&shift).map(|(s, d)| s + d).collect();
             // Π phi_i - Π s_i, accumulated factor by factor.
             let (mut worlds_so_far, mut product_shift) = (1.0, 0.0);
             for i in 0..n {
-                product_shift = product_shift * phi[i] + worlds_so_far * shift[i];
+                product_shift = product_shift * phi[i] + worlds_so_far * shifts[i][k];
                 worlds_so_far *= worlds[i];
             }
             // (m e^(-c) - (Π phi - Π base)) = m (e^(-c) - 1) - (Π phi - Π s).
             potential += weight * (selectable * (-ck).exp_m1() - product_shift);
-            let e: Vec<f64> = groups.a.iter().map(|&a| (-a * ck).exp()).collect();
-            for (i, selected) in selected.iter_mut().enumerate() {
-                let kernel = product_without(&phi, &[i]);
-                for (g, (&a, &e)) in groups.a.iter().zip(&e).enumerate() {
-                    selected[g] += weight * a * ck * e * kernel;
-                }
-            }
-            if let Some(table) = exponentials.as_mut() {
-                table.extend_from_slice(&e);
-            }
             phi_at.push(phi);
         }
+        // r_y = a_y Σ_i q_i(y) ∫ e^(-a_y c) Π_{j≠i} phi_j dc, each integral
+        // with the Jacobian c of c = e^u.
+        let selected: Vec<Vec<f64>> = (0..n)
+            .map(|i| {
+                let kernel: Vec<f64> = (c.iter().zip(&phi_at))
+                    .map(|(&ck, phi)| STEP * ck * product_without(phi, &[i]))
+                    .collect();
+                tokens.smooth(&c, &kernel, 1.0, 1)
+            })
+            .collect();
+        let marginal = (0..theta.len())
+            .map(|y| {
+                let row = compact.row[y];
+                let sum: f64 = (self.q.iter().zip(&selected))
+                    .map(|(law, values)| law[y] * values[row])
+                    .sum();
+                tokens.weight(row) * sum
+            })
+            .collect();
+        let kernels = Kernels {
+            c,
+            phi: phi_at,
+            tokens,
+            row: compact.row,
+        };
         Evaluation {
             potential,
-            marginal: self.per_token(&groups, &selected),
-            hessian: Kernels {
-                c,
-                phi: phi_at,
-                groups,
-                exponentials,
-            },
+            marginal,
+            hessian: kernels,
         }
     }
 
     /// Newton's direction on the free variables by conjugate gradients on
-    /// the Hessian-vector products, preconditioned by the diagonal.
+    /// the Hessian-vector products, preconditioned by the diagonal: on
+    /// the free tokens alone (in the separating program at the full
+    /// vocabulary, H's tokens are most of them and held).
     fn direction(
         &self,
         _theta: &[f64],
@@ -290,14 +328,19 @@ impl Potential for Independent<'_> {
         held: &[bool],
         _workspace: &mut Workspace,
     ) -> Vec<f64> {
-        let diagonal = self.hessian_diagonal(&at.marginal, &at.hessian);
-        newton_by_conjugate_gradients(
-            |v| self.hessian_times(&at.marginal, &at.hessian, v),
-            &diagonal,
-            &at.marginal,
-            gradient,
-            held,
-        )
+        let free: Vec<usize> = (0..held.len()).filter(|&y| !held[y]).collect();
+        let hessian = FreeHessian::new(self, at, &free);
+        let free_gradient: Vec<f64> = free.iter().map(|&y| gradient[y]).collect();
+        let step = newton_by_conjugate_gradients(
+            |v| hessian.times(v),
+            &hessian.diagonal(),
+            &hessian.r,
+            &free_gradient,
+            &vec![false; free.len()],
+        );
+        let mut direction = vec![0.0; held.len()];
+        free.iter().zip(step).for_each(|(&y, d)| direction[y] = d);
+        direction
     }
 
     fn flat_along_ones(&self) -> bool {
@@ -378,6 +421,12 @@ mod tests {
                 vec![0.0, 0.0],
                 vec![0.0, 2.5],
             ),
+            // Every token at one weight: one row.
+            (
+                vec![vec![0.3, 0.3, 0.2], vec![0.1, 0.6, 0.2]],
+                vec![0.2, 0.1],
+                vec![-0.5, -0.5, -0.5],
+            ),
             // Tied weights: one group of two tokens.
             (
                 vec![vec![0.4, 0.3, 0.3], vec![0.2, 0.5, 0.3]],
@@ -404,6 +453,19 @@ mod tests {
         }
     }
 
+    /// A side without tokens (an empty H) has potential 0 and no r.
+    #[test]
+    fn no_tokens() {
+        let (q, base) = (vec![Vec::new(), Vec::new()], vec![0.5, 1.0]);
+        let potential = Independent {
+            q: &q,
+            base: &base,
+            flat: true,
+        };
+        let at = potential.evaluate(&[], &mut Workspace::default());
+        assert_eq!((at.potential, at.marginal.len()), (0.0, 0));
+    }
+
     /// The Hessian-vector product matches finite differences of r.
     #[test]
     fn hessian_times_matches_differences_of_r() {
@@ -418,7 +480,8 @@ mod tests {
         let mut workspace = Workspace::default();
         let at = potential.evaluate(&theta, &mut workspace);
         let v = [0.3, -0.2, 0.5, 0.1];
-        let hv = potential.hessian_times(&at.marginal, &at.hessian, &v);
+        let hessian = FreeHessian::new(&potential, &at, &[0, 1, 2, 3]);
+        let hv = hessian.times(&v);
         let h = 1e-6;
         let mut moved = |s: f64| {
             let t: Vec<f64> = theta.iter().zip(&v).map(|(t, v)| t + s * v).collect();
@@ -429,24 +492,19 @@ mod tests {
             let want = (plus[y] - minus[y]) / (2.0 * h);
             assert!((hv[y] - want).abs() < 1e-7, "{} vs {want}", hv[y]);
         }
-        // Without the kept exponentials (past EXPONENTIALS_KEPT), the same.
-        let mut unkept = potential.evaluate(&theta, &mut workspace);
-        assert!(unkept.hessian.exponentials.take().is_some());
-        let again = potential.hessian_times(&unkept.marginal, &unkept.hessian, &v);
-        assert!(hv.iter().zip(&again).all(|(a, b)| (a - b).abs() < 1e-15));
-        let diagonal = potential.hessian_diagonal(&at.marginal, &at.hessian);
-        let recomputed = potential.hessian_diagonal(&unkept.marginal, &unkept.hessian);
-        assert!(
-            diagonal
-                .iter()
-                .zip(&recomputed)
-                .all(|(a, b)| (a - b).abs() < 1e-15)
-        );
+        let diagonal = hessian.diagonal();
         for y in 0..4 {
             let mut unit = [0.0; 4];
             unit[y] = 1.0;
-            let column = potential.hessian_times(&at.marginal, &at.hessian, &unit);
+            let column = hessian.times(&unit);
             assert!((diagonal[y] - column[y]).abs() < 1e-12);
         }
+        // On a subset of the tokens, the same entries.
+        let part = FreeHessian::new(&potential, &at, &[1, 3]);
+        let column = part.times(&[1.0, 0.0]);
+        let mut unit = [0.0; 4];
+        unit[1] = 1.0;
+        let whole = hessian.times(&unit);
+        assert!((column[0] - whole[1]).abs() < 1e-15 && (column[1] - whole[3]).abs() < 1e-15);
     }
 }

@@ -43,9 +43,9 @@
 //!   Diag(U W Uᵀ 1) - U W Uᵀ of node rank, by Woodbury on the coarse nodes
 //!   where the free tokens' rows of U live.
 //! * `independent`: the potential of drafts from different models (a
-//!   product of the drafts' transforms in place of phi^n), token by token,
-//!   with Newton directions by conjugate gradients on Hessian-vector
-//!   products.
+//!   product of the drafts' transforms in place of phi^n), its sums over
+//!   tokens through the buckets of theta (`Assignment::transform` and
+//!   `Assignment::smooth`), with Newton directions by conjugate gradients.
 //! * `without_replacement`: the potential of drafts without replacement,
 //!   prefix and suffix polynomials over the tokens at each pair of nodes
 //!   (in c and in the clocks' time t), Newton directions from central
@@ -104,7 +104,7 @@ pub use selection_rule::{Counting, SelectionRule};
 pub use workspace::Workspace;
 
 use independent::Independent;
-use newton::{Potential, Program, Stop};
+use newton::{Potential, Program, REACH, Stop};
 use numeric::{lane_sum, sum_where};
 use selection::Selectable;
 use selection_rule::Assembly;
@@ -384,6 +384,7 @@ impl ConvexSolver {
             p: &outer_p,
             bounds: (-THETA_LIMIT, 0.0),
             stop: Stop::Excess,
+            reach: REACH,
         };
         let outer_solved = ratio_groups::minimise(
             &outer_program,
@@ -402,6 +403,7 @@ impl ConvexSolver {
             p: &inner_p,
             bounds: (0.0, THETA_LIMIT),
             stop: Stop::Shortfall,
+            reach: REACH,
         };
         let inner_solved = ratio_groups::minimise(
             &inner_program,
@@ -443,7 +445,8 @@ impl ConvexSolver {
     /// theta in [-THETA_LIMIT, 0], pushes the tokens of H* to its lower
     /// bound (its objective grows like THETA_LIMIT x (p(H) - Π q_i(H))
     /// for the tokens held there, so the minimiser holds a minimiser of
-    /// the cut); H is the best prefix of the tokens by ascending theta,
+    /// the cut; it starts with `linearised_cut`'s guess at the lower
+    /// bound); H is the best prefix of the tokens by ascending theta,
     /// whose cut p(H) + 1 - Π q_i(H) is an upper bound on alpha*. Then
     /// the outer and inner programs of the i.i.d. method, with H for H*,
     /// give a lossless rule whose acceptance is a lower bound: the
@@ -480,13 +483,14 @@ impl ConvexSolver {
             p: &p,
             bounds: (-THETA_LIMIT, 0.0),
             stop: Stop::ProjectedGradient,
+            reach: THETA_LIMIT,
         };
-        let separated = separating.minimise(
-            vec![0.0; p.len()],
-            0.1 * self.tolerance,
-            self.max_iterations,
-            workspace,
-        )?;
+        let start = linearised_cut(&p, &q)
+            .into_iter()
+            .map(|inside| if inside { -THETA_LIMIT } else { 0.0 })
+            .collect();
+        let separated =
+            separating.minimise(start, 0.1 * self.tolerance, self.max_iterations, workspace)?;
         let (in_h, cut) = best_prefix_cut(&separated.theta, &p, &q);
         let inner: Vec<usize> = (0..p.len()).filter(|&y| in_h[y]).collect();
         let outer: Vec<usize> = (0..p.len()).filter(|&y| !in_h[y]).collect();
@@ -611,6 +615,7 @@ impl ConvexSolver {
                 p,
                 bounds,
                 stop,
+                reach: REACH,
             }
             .minimise(
                 vec![0.0; p.len()],
@@ -688,6 +693,46 @@ fn best_prefix_cut(theta: &[f64], p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64)
     let mut in_h = vec![false; theta.len()];
     order[..length].iter().for_each(|&y| in_h[y] = true);
     (in_h, best)
+}
+
+/// A guess at the H that minimises the cut p(H) - Π_i q_i(H), by
+/// linearising the product at the current H: a token belongs to H when
+/// its p is below the cut's decrease Σ_i λ_i q_i(y), λ_i = Π_{j≠i} q_j(H),
+/// from H = every token, until H stops changing (the i.i.d. rule's H*
+/// is the fixed point of this map: p / q below n q(H)^(n-1)). A start
+/// of the separating program, which decides.
+fn linearised_cut(p: &[f64], q: &[Vec<f64>]) -> Vec<bool> {
+    const ROUNDS: usize = 32;
+    let mut in_h = vec![true; p.len()];
+    let mut mass: Vec<f64> = vec![1.0; q.len()];
+    for _ in 0..ROUNDS {
+        let lambda: Vec<f64> = (0..q.len())
+            .map(|i| {
+                (mass.iter().enumerate())
+                    .filter(|&(j, _)| j != i)
+                    .map(|(_, m)| m)
+                    .product()
+            })
+            .collect();
+        let next: Vec<bool> = (0..p.len())
+            .map(|y| {
+                p[y] < q
+                    .iter()
+                    .zip(&lambda)
+                    .map(|(law, l)| l * law[y])
+                    .sum::<f64>()
+            })
+            .collect();
+        if next == in_h {
+            break;
+        }
+        mass = q
+            .iter()
+            .map(|law| (0..p.len()).filter(|&y| next[y]).map(|y| law[y]).sum())
+            .collect();
+        in_h = next;
+    }
+    in_h
 }
 
 /// The tokens of positive draft probability, ascending, in one pass over

@@ -8,8 +8,9 @@ use crate::{ConvexError, Workspace};
 const ARMIJO: f64 = 1e-4;
 /// Width of the ε-active set at the bounds, in theta.
 const ACTIVE: f64 = 1e-3;
-/// Longest move of one variable in one iteration.
-const REACH: f64 = 4.0;
+/// Longest move of one variable in one iteration, for programs whose
+/// variables start near their optimum (`Program::reach`).
+pub(crate) const REACH: f64 = 4.0;
 /// Share of the tolerance below which the selected mass of the variables
 /// held at the lower bound is left where it is (`unseen_held`).
 const UNSEEN: f64 = 1e-3;
@@ -174,6 +175,11 @@ pub(crate) struct Program<'a, P: Potential> {
     pub p: &'a [f64],
     pub bounds: (f64, f64),
     pub stop: Stop,
+    /// Longest move of one variable in one iteration: REACH keeps a
+    /// Newton step from throwing a variable of small curvature across the
+    /// box; a program whose variables must cross it to find a set (the
+    /// separating one) takes the box's width.
+    pub reach: f64,
 }
 
 pub(crate) struct Solved {
@@ -271,7 +277,7 @@ impl<P: Potential> Program<'_, P> {
                 if a {
                     *d = if t - lo <= ACTIVE { lo - t } else { hi - t };
                 }
-                *d = d.clamp(-REACH, REACH);
+                *d = d.clamp(-self.reach, self.reach);
             }
             // Rounding in the potential, so that the search does not stall
             // on noise near the optimum.
@@ -324,7 +330,7 @@ impl<P: Potential> Program<'_, P> {
     /// 1 on the free variables, and the direction's
     /// component there is the rounding of Σ (r - p) amplified by the ridge
     /// (50 in theta on a two-token instance, hundreds with one token held
-    /// at the lower bound at n = 5000): it moves no r, and clipped by REACH
+    /// at the lower bound at n = 5000): it moves no r, and clipped by the reach
     /// or the box it wipes out the step that does, so the iteration would
     /// cycle short of its tolerance. Any multiple of 1 gives a
     /// Newton direction with the same r; the one taken off is the free

@@ -18,7 +18,7 @@
 use mdsd_core::powi_count;
 use rayon::prelude::*;
 
-use crate::newton::{Program, Solved};
+use crate::newton::{Program, REACH, Solved};
 use crate::selection::Selectable;
 use crate::thresholds::{GROUPED_START_FROM, TOKENS_PER_TASK};
 use crate::{ConvexError, Workspace};
@@ -119,6 +119,7 @@ fn warm_start(
         p: &grouped_p,
         bounds: program.bounds,
         stop: program.stop,
+        reach: REACH,
     };
     // Solved tighter than the program itself, so that its residual does not
     // decide whether the interpolated start already meets the tolerance.
@@ -269,6 +270,7 @@ mod tests {
                 p: &p,
                 bounds,
                 stop: Stop::ProjectedGradient,
+                reach: REACH,
             };
             let start = model_start(&program);
             assert!(start.iter().all(|t| (bounds.0..=bounds.1).contains(t)));

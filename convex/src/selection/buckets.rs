@@ -29,6 +29,8 @@ pub(crate) struct Assignment {
     pub delta: Vec<f64>,
     /// Per slot: a_b.
     pub centre: Vec<f64>,
+    /// The slots that hold a token, ascending.
+    occupied: Vec<usize>,
 }
 
 impl Assignment {
@@ -56,11 +58,80 @@ impl Assignment {
                 }
             });
         let centre = (0..slots).map(|s| centre_theta(s).exp()).collect();
+        let occupied = occupied_slots(&slot, slots);
         Self {
             slot,
             delta,
             centre,
+            occupied,
         }
+    }
+
+    /// The assignment of the tokens `tokens` alone (in that order), on the
+    /// same buckets.
+    pub fn restrict(&self, tokens: &[usize]) -> Self {
+        let slot: Vec<u32> = tokens.iter().map(|&y| self.slot[y]).collect();
+        let delta = tokens.iter().map(|&y| self.delta[y]).collect();
+        let occupied = occupied_slots(&slot, self.centre.len());
+        Self {
+            slot,
+            delta,
+            centre: self.centre.clone(),
+            occupied,
+        }
+    }
+
+    /// a_y = e^(theta_y) = a_b (1 + δ_y).
+    pub fn weight(&self, y: usize) -> f64 {
+        self.centre[self.slot[y] as usize] * (1.0 + self.delta[y])
+    }
+
+    /// `Σ_y w_y δ_y^j (-1)^j / j!` for j < ORDER, per slot: the
+    /// coefficients of e^(-a c) = e^(-x) Σ_j x^j (-δ)^j / j! summed over a
+    /// bucket's tokens.
+    fn series_moments(&self, w: impl Fn(usize) -> f64 + Sync) -> Vec<[f64; ORDER]> {
+        let mut moments = self.moments::<ORDER>(w);
+        for row in &mut moments {
+            let mut factor = 1.0;
+            for (j, entry) in row.iter_mut().enumerate() {
+                if j > 0 {
+                    factor *= -1.0 / j as f64;
+                }
+                *entry *= factor;
+            }
+        }
+        moments
+    }
+
+    /// `Σ_y w_y e^(-a_y c_k)` at every node, or `Σ_y w_y (e^(-a_y c_k) -
+    /// 1)` when `minus_one` (without the cancellation of the difference:
+    /// per bucket, expm1(-x) Σ w plus e^(-x) times the series' terms in
+    /// δ), for weights of either sign.
+    pub fn transform(
+        &self,
+        w: impl Fn(usize) -> f64 + Sync,
+        c: &[f64],
+        minus_one: bool,
+    ) -> Vec<f64> {
+        let moments = self.series_moments(w);
+        transform_moments(&self.occupied, &self.centre, &moments, c, minus_one)
+    }
+
+    /// Per token y, `Σ_k kernel_k e^(-m a_y c_k)` (m = `multiplier`) plus
+    /// the rule's infinite left end, where the kernel grows like
+    /// c^`growth` and e^(-m a c) = 1: node sums per bucket, a polynomial in
+    /// δ per token.
+    pub fn smooth(&self, c: &[f64], kernel: &[f64], multiplier: f64, growth: i32) -> Vec<f64> {
+        let tables = bucket_tables(&self.occupied, &self.centre, c, kernel, multiplier, growth);
+        let mut index = vec![usize::MAX; self.centre.len()];
+        (self.occupied.iter().enumerate()).for_each(|(i, &s)| index[s] = i);
+        (self.slot.par_iter().zip(self.delta.par_iter()))
+            .with_min_len(TOKENS_PER_TASK)
+            .map(|(&s, &d)| {
+                let table = &tables[index[s as usize]];
+                table.iter().rev().fold(0.0, |acc, t| acc * d + t)
+            })
+            .collect()
     }
 
     /// `Σ_(y in slot) w_y δ_y^j` for j < J, per slot.
@@ -107,16 +178,7 @@ pub(crate) struct Buckets {
 impl Buckets {
     pub(crate) fn new(q: &[f64], theta: &[f64], workspace: &mut Workspace) -> Self {
         let tokens = Assignment::new(theta, workspace);
-        let mut moments = tokens.moments::<ORDER>(|y| q[y]);
-        for row in &mut moments {
-            let mut factor = 1.0;
-            for (j, entry) in row.iter_mut().enumerate() {
-                if j > 0 {
-                    factor *= -1.0 / j as f64;
-                }
-                *entry *= factor;
-            }
-        }
+        let moments = tokens.series_moments(|y| q[y]);
         Self { tokens, moments }
     }
 
@@ -130,30 +192,13 @@ impl Buckets {
     /// phi(c_k) - base = Σ_b e^(-x) Σ_j x^j moments_(b,j), x = a_b c_k,
     /// over nodes with x <= NEGLIGIBLE (the rest is below e^-60 q).
     pub(crate) fn drafted(&self, c: &[f64]) -> Vec<f64> {
-        self.occupied()
-            .par_iter()
-            .fold(
-                || vec![0.0; c.len()],
-                |mut sums, &s| {
-                    let coefficients = &self.moments[s];
-                    for (sum, &ck) in sums.iter_mut().zip(c) {
-                        let x = self.tokens.centre[s] * ck;
-                        if x > NEGLIGIBLE {
-                            break;
-                        }
-                        let polynomial = coefficients.iter().rev().fold(0.0, |acc, m| acc * x + m);
-                        *sum += (-x).exp() * polynomial;
-                    }
-                    sums
-                },
-            )
-            .reduce(
-                || vec![0.0; c.len()],
-                |mut sums, other| {
-                    sums.iter_mut().zip(&other).for_each(|(x, y)| *x += y);
-                    sums
-                },
-            )
+        transform_moments(
+            &self.occupied(),
+            &self.tokens.centre,
+            &self.moments,
+            c,
+            false,
+        )
     }
 
     /// r_y = n q_y a_y Σ_j δ_y^j T_(b,j) with T_(b,j) = (-1)^j / j! Σ_k
@@ -168,39 +213,7 @@ impl Buckets {
         workspace: &mut Workspace,
     ) -> Vec<f64> {
         let occupied = self.occupied();
-        let tables: Vec<[f64; ORDER]> = occupied
-            .par_iter()
-            .map(|&s| {
-                let centre = self.tokens.centre[s];
-                let mut table = [0.0; ORDER];
-                let x0 = centre * c[0];
-                let mut power = kernel[0];
-                for (j, entry) in table.iter_mut().enumerate() {
-                    let shrink = (-((j + 1) as f64) * STEP).exp();
-                    *entry = power * shrink / (1.0 - shrink);
-                    power *= x0;
-                }
-                for (k, &ck) in c.iter().enumerate() {
-                    let x = centre * ck;
-                    if x > NEGLIGIBLE {
-                        break;
-                    }
-                    let mut power = kernel[k] * (-x).exp();
-                    for entry in table.iter_mut() {
-                        *entry += power;
-                        power *= x;
-                    }
-                }
-                let mut factor = 1.0;
-                for (j, entry) in table.iter_mut().enumerate() {
-                    if j > 0 {
-                        factor *= -1.0 / j as f64;
-                    }
-                    *entry *= factor;
-                }
-                table
-            })
-            .collect();
+        let tables = bucket_tables(&occupied, &self.tokens.centre, c, kernel, 1.0, 1);
         let mut index = vec![usize::MAX; self.moments.len()];
         occupied.iter().enumerate().for_each(|(i, &s)| index[s] = i);
         let scale = n as f64;
@@ -217,4 +230,106 @@ impl Buckets {
             .collect_into_vec(&mut marginal);
         marginal
     }
+}
+
+/// The slots among `slots` that some token's `slot` names, ascending.
+fn occupied_slots(slot: &[u32], slots: usize) -> Vec<usize> {
+    let mut filled = vec![false; slots];
+    slot.iter().for_each(|&s| filled[s as usize] = true);
+    (0..slots).filter(|&s| filled[s]).collect()
+}
+
+/// `Σ_b e^(-x) Σ_j x^j moments_(b,j)` (x = a_b c_k) at every node, over
+/// the `occupied` slots and nodes with x <= NEGLIGIBLE (the rest is below
+/// e^-60 of the weights), or with e^(-x) - 1 for the term j = 0 when
+/// `minus_one` (the transform of w (e^(-a c) - 1)), where the nodes past
+/// NEGLIGIBLE add -Σ w.
+fn transform_moments(
+    occupied: &[usize],
+    centre: &[f64],
+    moments: &[[f64; ORDER]],
+    c: &[f64],
+    minus_one: bool,
+) -> Vec<f64> {
+    occupied
+        .par_iter()
+        .fold(
+            || vec![0.0; c.len()],
+            |mut sums, &s| {
+                let coefficients = &moments[s];
+                for (sum, &ck) in sums.iter_mut().zip(c) {
+                    let x = centre[s] * ck;
+                    if x > NEGLIGIBLE {
+                        if minus_one {
+                            *sum -= coefficients[0];
+                            continue;
+                        }
+                        break;
+                    }
+                    // Σ_(j>=1) x^j moments_j, apart from the term j = 0.
+                    let tail = x * (coefficients[1..].iter().rev()).fold(0.0, |acc, m| acc * x + m);
+                    *sum += if minus_one {
+                        (-x).exp_m1() * coefficients[0] + (-x).exp() * tail
+                    } else {
+                        (-x).exp() * (coefficients[0] + tail)
+                    };
+                }
+                sums
+            },
+        )
+        .reduce(
+            || vec![0.0; c.len()],
+            |mut sums, other| {
+                sums.iter_mut().zip(&other).for_each(|(x, y)| *x += y);
+                sums
+            },
+        )
+}
+
+/// Per occupied slot, `T_j = (-1)^j / j! Σ_k kernel_k X^j e^(-X)`, X = m
+/// a_b c_k (m = `multiplier`), plus the rule's infinite left end, where the
+/// kernel grows like c^`growth` and e^(-X) = 1: then `Σ_k kernel_k e^(-m
+/// a c_k) = Σ_j δ^j T_j` for a token of the bucket (e^(-m a c) = e^(-X)
+/// e^(-X δ)).
+fn bucket_tables(
+    occupied: &[usize],
+    centre: &[f64],
+    c: &[f64],
+    kernel: &[f64],
+    multiplier: f64,
+    growth: i32,
+) -> Vec<[f64; ORDER]> {
+    occupied
+        .par_iter()
+        .map(|&s| {
+            let centre = multiplier * centre[s];
+            let mut table = [0.0; ORDER];
+            let x0 = centre * c[0];
+            let mut power = kernel[0];
+            for (j, entry) in table.iter_mut().enumerate() {
+                let shrink = (-((j as i32 + growth) as f64) * STEP).exp();
+                *entry = power * shrink / (1.0 - shrink);
+                power *= x0;
+            }
+            for (k, &ck) in c.iter().enumerate() {
+                let x = centre * ck;
+                if x > NEGLIGIBLE {
+                    break;
+                }
+                let mut power = kernel[k] * (-x).exp();
+                for entry in table.iter_mut() {
+                    *entry += power;
+                    power *= x;
+                }
+            }
+            let mut factor = 1.0;
+            for (j, entry) in table.iter_mut().enumerate() {
+                if j > 0 {
+                    factor *= -1.0 / j as f64;
+                }
+                *entry *= factor;
+            }
+            table
+        })
+        .collect()
 }

@@ -253,8 +253,7 @@ impl Linearised<'_> {
             ..
         } = *self;
         let tokens = Assignment::new(theta, workspace);
-        let qa =
-            |y: usize| side.q[y] * tokens.centre[tokens.slot[y] as usize] * (1.0 + tokens.delta[y]);
+        let qa = |y: usize| side.q[y] * tokens.weight(y);
         let all = tokens.moments::<2>(qa);
         // Per occupied bucket, (x, e^(-x)) at the coarse nodes with x <= ROW_HORIZON.
         let occupied: Vec<usize> = (0..all.len()).filter(|&b| all[b][0] > 0.0).collect();

@@ -11,6 +11,7 @@ mod hessian;
 mod integrals;
 mod nodes;
 
+pub(crate) use buckets::Assignment;
 pub(crate) use integrals::Selectable;
 pub(crate) use nodes::{Nodes, STEP, left_tail, nodes};
 
