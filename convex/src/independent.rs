@@ -267,7 +267,7 @@ impl Potential for Independent<'_> {
             // The first node stands for the rule's infinite left end too,
             // where every integrand grows like c (`left_tail`).
             let weight = if k == 0 {
-                STEP * (1.0 + left_tail())
+                STEP * (1.0 + left_tail(STEP))
             } else {
                 STEP
             };

@@ -3,7 +3,7 @@
 //! The optimal verifier for n i.i.d. drafts at full vocabulary by convex
 //! programs in the weights of a selection rule (`docs/DESIGN.md` §5),
 //! without enumerating draft sets; for drafts without replacement (§6b,
-//! the exponential clocks' double integral: exact, slow past top 100);
+//! the exponential clocks' double integral: exact, slow past top 1000);
 //! and for drafts from different draft models (§6b), where H* has no
 //! closed form and the solution is an interval [acceptance, alpha_star]
 //! that holds alpha*, certified by H. Entry point: [`ConvexSolver`], a
@@ -49,7 +49,7 @@
 //! * `without_replacement`: the potential of drafts without replacement,
 //!   prefix and suffix polynomials over the tokens at each pair of nodes
 //!   (in c and in the clocks' time t), Newton directions from central
-//!   differences of r.
+//!   differences of r on a coarser grid.
 //! * `ratio_groups`: starting points, a clipped log-ratio model, or from
 //!   `GROUPED_START_FROM` tokens nested programs over groups of tokens by
 //!   their ratio p / q.

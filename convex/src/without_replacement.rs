@@ -22,8 +22,12 @@
 //! one), and the potential E[1{S > 0} log S] is Frullani's integral of the
 //! all-token term [M]_(n-1). Leaving each token out costs products of
 //! prefix and suffix polynomials of degree n - 1: O(V n²) per pair of
-//! nodes. The Newton direction comes from conjugate gradients on
-//! differences of r.
+//! nodes (the nodes in c in parallel; the nodes in t whose share of
+//! P(world) is negligible left out, `CLOCK_NEGLIGIBLE`). The Newton
+//! direction comes from conjugate gradients on differences of r on a
+//! coarser grid (`Grid::Coarse`).
+
+use rayon::prelude::*;
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
@@ -62,16 +66,85 @@ fn absorb(u: &mut [f64], m: &mut [f64], s: f64, b: f64, marked: f64) {
     }
 }
 
-/// The clocks' quadrature in t: nodes and weights of ∫_0^∞ dt.
-fn clock_nodes(n: usize, q_least: f64) -> (Vec<f64>, Vec<f64>) {
+/// The quadrature of an evaluation: the fine one of r and the potential,
+/// or a coarse one for the differences of r that stand for Hessian-vector
+/// products, every other node in c (step 2 ln 2 / 3: relative error
+/// about e^(-π² / 0.46), 5e-10) and twice the step in t (e^(-π² / 0.5),
+/// 3e-9). The Hessian's accuracy costs Newton's rate, never exactness:
+/// the line search and the stop rule use the fine r. Every third node in
+/// c (step ln 2, 7e-7) is too coarse: on one of the shared rows (row 33,
+/// top 100, n = 2, alpha* = 0.99988) the inner program then stalls short
+/// of its tolerance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Grid {
+    Fine,
+    Coarse,
+}
+
+impl Grid {
+    /// Every how many nodes of the fine rule in c, and the step in ln t.
+    fn strides(self) -> (usize, f64) {
+        match self {
+            Grid::Fine => (1, CLOCK_STEP),
+            Grid::Coarse => (2, 2.0 * CLOCK_STEP),
+        }
+    }
+}
+
+/// The nodes in t whose contribution to P(world) is below this share of
+/// it are left out: the selected mass they carry is smaller still (at
+/// each time, the selected token's law sums to the density of the world's
+/// n-th arrival), and which nodes go depends on q alone, not on theta.
+const CLOCK_NEGLIGIBLE: f64 = 1e-18;
+
+/// A rayon task's sums over its nodes in c, r and the potential, and its
+/// buffers: the prefix polynomials (U, M) of the tokens before y (row y
+/// of n entries), and the tokens' e^(-a c).
+struct NodeSums {
+    r: Vec<f64>,
+    potential: f64,
+    prefix: (Vec<f64>, Vec<f64>),
+    z: Vec<f64>,
+}
+
+impl NodeSums {
+    fn new(v: usize, n: usize) -> Self {
+        Self {
+            r: vec![0.0; v],
+            potential: 0.0,
+            prefix: (vec![0.0; v * n], vec![0.0; v * n]),
+            z: vec![0.0; v],
+        }
+    }
+
+    fn merge(mut self, other: Self) -> Self {
+        (self.r.iter_mut().zip(&other.r)).for_each(|(a, b)| *a += b);
+        self.potential += other.potential;
+        self
+    }
+}
+
+/// One node of the clocks' quadrature in t.
+struct Clock {
+    weight: f64,
+    /// Its terms of P(world) and of P(S = 0 in it).
+    world: f64,
+    empty: f64,
+    /// s_y = e^(-q_y t) of the selectable tokens.
+    survival: Vec<f64>,
+    /// The silent and excluded tokens' (U, M).
+    background: (Vec<f64>, Vec<f64>),
+}
+
+/// The clocks' quadrature in t, of step `step` in ln t: nodes and weights
+/// of ∫_0^∞ dt.
+fn clock_nodes(n: usize, q_least: f64, step: f64) -> (Vec<f64>, Vec<f64>) {
     let factorial: f64 = (1..=n).map(|k| k as f64).product();
     let first = (CLOCK_HEAD * factorial).powf(1.0 / n as f64);
     let (lo, hi) = (first.ln(), (CLOCK_HORIZON / q_least).ln().max(first.ln()));
-    let count = ((hi - lo) / CLOCK_STEP).ceil() as usize + 1;
-    let t: Vec<f64> = (0..count)
-        .map(|j| (lo + j as f64 * CLOCK_STEP).exp())
-        .collect();
-    let mut w: Vec<f64> = t.iter().map(|t| CLOCK_STEP * t).collect();
+    let count = ((hi - lo) / step).ceil() as usize + 1;
+    let t: Vec<f64> = (0..count).map(|j| (lo + j as f64 * step).exp()).collect();
+    let mut w: Vec<f64> = t.iter().map(|t| step * t).collect();
     // [0, first], where the integrand grows like t^(n-1): first / n of it.
     w[0] += first / n as f64;
     (t, w)
@@ -100,50 +173,63 @@ impl WithoutReplacement<'_> {
         (u, m)
     }
 
-    /// r and the potential at theta.
-    fn integrals(&self, theta: &[f64]) -> (Vec<f64>, f64) {
+    /// r and the potential at theta, on the nodes in c of `grid` from those
+    /// of the point `at` (theta itself, or the point of a Newton direction
+    /// whose differences share them).
+    fn integrals(&self, theta: &[f64], at: &[f64], grid: Grid) -> (Vec<f64>, f64) {
         let (n, v) = (self.n, theta.len());
         let a: Vec<f64> = theta.iter().map(|t| t.exp()).collect();
-        let (times_t, weights_t) = clock_nodes(n, self.q_least());
-        let c = nodes(theta, n);
-        // Per node in t: the selectable tokens' s, the background's U and M.
-        let mut survival = Vec::with_capacity(times_t.len() * v);
-        let mut backgrounds = Vec::with_capacity(times_t.len());
+        let (stride, clock_step) = grid.strides();
+        let (all_t, all_weights) = clock_nodes(n, self.q_least(), clock_step);
+        let c: Vec<f64> = nodes(at, n).into_iter().step_by(stride).collect();
+        let c_step = STEP * stride as f64;
+        // Per node in t: the selectable tokens' s, the background's U and M;
         // P(world) and P(S = 0 in it): [M]_(n-1) with z = 1, and z = 0 on
         // the selectable tokens.
-        let (mut world, mut empty) = (0.0, 0.0);
-        for (&t, &wt) in times_t.iter().zip(&weights_t) {
+        let mut clocks = Vec::with_capacity(all_t.len());
+        for (&t, &wt) in all_t.iter().zip(&all_weights) {
             let (bu, bm) = self.background(t);
             let (mut u, mut m) = (bu.clone(), bm.clone());
             let (mut none_u, mut none_m) = (bu.clone(), bm.clone());
+            let mut survival = Vec::with_capacity(v);
             for &q in self.q {
                 let s = (-q * t).exp();
                 survival.push(s);
                 absorb(&mut u, &mut m, s, 1.0 - s, q * s);
                 absorb(&mut none_u, &mut none_m, s, 0.0, 0.0);
             }
-            world += wt * m[n - 1];
-            empty += wt * none_m[n - 1];
-            backgrounds.push((bu, bm));
+            clocks.push(Clock {
+                weight: wt,
+                world: wt * m[n - 1],
+                empty: wt * none_m[n - 1],
+                survival,
+                background: (bu, bm),
+            });
         }
+        let whole: f64 = clocks.iter().map(|clock| clock.world).sum();
+        clocks.retain(|clock| clock.world >= CLOCK_NEGLIGIBLE * whole);
+        let world: f64 = clocks.iter().map(|clock| clock.world).sum();
+        let empty: f64 = clocks.iter().map(|clock| clock.empty).sum();
         let selectable = world - empty;
-        let mut r = vec![0.0; v];
-        let mut potential = 0.0;
-        // Prefix polynomials of the tokens before y, row y of n entries.
-        let (mut pre_u, mut pre_m) = (vec![0.0; v * n], vec![0.0; v * n]);
-        let mut z = vec![0.0; v];
-        for (k, &ck) in c.iter().enumerate() {
+        // The nodes in c are independent of each other: one rayon task per
+        // run of nodes, each with its own sums and buffers.
+        let per_node = |mut sums: NodeSums, (k, &ck): (usize, &f64)| {
+            let NodeSums {
+                r,
+                potential,
+                prefix: (pre_u, pre_m),
+                z,
+            } = &mut sums;
             let wc = if k == 0 {
-                STEP * (1.0 + left_tail())
+                c_step * (1.0 + left_tail(c_step))
             } else {
-                STEP
+                c_step
             };
             z.iter_mut().zip(&a).for_each(|(z, a)| *z = (-a * ck).exp());
             let mut transform = 0.0;
-            for (j, (bu, bm)) in backgrounds.iter().enumerate() {
-                let s = &survival[j * v..(j + 1) * v];
-                let wt = weights_t[j];
-                let (mut u, mut m) = (bu.clone(), bm.clone());
+            for clock in &clocks {
+                let (s, wt) = (&clock.survival, clock.weight);
+                let (mut u, mut m) = clock.background.clone();
                 // Token y's factors at this pair of nodes.
                 let token = |u: &mut [f64], m: &mut [f64], y: usize| {
                     absorb(u, m, s[y], (1.0 - s[y]) * z[y], self.q[y] * s[y] * z[y]);
@@ -175,8 +261,13 @@ impl WithoutReplacement<'_> {
             }
             // m e^(-c) - (E[e^(-cS); world] - P(S = 0)) = m (e^(-c) - 1) +
             // P(world) - E[e^(-cS); world].
-            potential += wc * (selectable * (-ck).exp_m1() + world - transform);
-        }
+            *potential += wc * (selectable * (-ck).exp_m1() + world - transform);
+            sums
+        };
+        let fresh = || NodeSums::new(v, n);
+        let NodeSums { r, potential, .. } = (c.par_iter().enumerate())
+            .fold(fresh, per_node)
+            .reduce(fresh, NodeSums::merge);
         (r, potential)
     }
 }
@@ -186,7 +277,7 @@ impl Potential for WithoutReplacement<'_> {
     type Hessian = Vec<f64>;
 
     fn evaluate(&self, theta: &[f64], _workspace: &mut Workspace) -> Evaluation<Vec<f64>> {
-        let (marginal, potential) = self.integrals(theta);
+        let (marginal, potential) = self.integrals(theta, theta, Grid::Fine);
         Evaluation {
             potential,
             marginal,
@@ -195,8 +286,9 @@ impl Potential for WithoutReplacement<'_> {
     }
 
     /// Newton's direction by conjugate gradients on central differences of
-    /// r along each search direction, preconditioned by r (which bounds
-    /// the Hessian's diagonal).
+    /// r along each search direction (on the coarse grid from theta's
+    /// nodes, so that both sides of a difference share them),
+    /// preconditioned by r (which bounds the Hessian's diagonal).
     fn direction(
         &self,
         theta: &[f64],
@@ -213,7 +305,7 @@ impl Potential for WithoutReplacement<'_> {
             let h = DIFFERENCE / size;
             let moved = |sign: f64| {
                 let point: Vec<f64> = theta.iter().zip(v).map(|(t, v)| t + sign * h * v).collect();
-                self.integrals(&point).0
+                self.integrals(&point, theta, Grid::Coarse).0
             };
             let (plus, minus) = (moved(1.0), moved(-1.0));
             plus.iter()
@@ -323,7 +415,7 @@ mod tests {
                 excluded,
                 n,
             };
-            let (r, value) = potential.integrals(theta);
+            let (r, value) = potential.integrals(theta, theta, Grid::Fine);
             let (want_r, want_value) = enumerated(q, silent, excluded, n, theta);
             for (got, want) in r.iter().zip(&want_r) {
                 assert!((got - want).abs() < 1e-12, "n = {n}: r {got} vs {want}");

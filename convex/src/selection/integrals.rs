@@ -390,7 +390,7 @@ fn evaluate(
         .zip(&drafted)
         .map(|((&ck, &f), &d)| m * (-ck).exp() - powers_diff(f, d))
         .collect();
-    let potential = STEP * (integrand.iter().sum::<f64>() + integrand[0] * left_tail());
+    let potential = STEP * (integrand.iter().sum::<f64>() + integrand[0] * left_tail(STEP));
     if let Grouping::Buckets(buckets) = grouping {
         workspace.give(buckets.tokens.delta);
     }

@@ -50,8 +50,9 @@ pub(crate) fn nodes(theta: &[f64], n: usize) -> Vec<f64> {
 }
 
 /// `Σ_{k>=1} f(u_lo - k h)` for f ∝ e^u left of the first node, in units of
-/// f(u_lo): the infinite left end of the bi-infinite rule.
-pub(crate) fn left_tail() -> f64 {
-    let e = (-STEP).exp();
+/// f(u_lo): the infinite left end of the bi-infinite rule of step h =
+/// `step` (`STEP`, or a multiple of it on a coarser rule).
+pub(crate) fn left_tail(step: f64) -> f64 {
+    let e = (-step).exp();
     e / (1.0 - e)
 }
