@@ -106,10 +106,16 @@ pub use workspace::Workspace;
 use independent::Independent;
 use newton::{Potential, Program, REACH, Stop};
 use numeric::{lane_sum, sum_where};
+use ratio_groups::log_ratio_start;
 use selection::Selectable;
 use selection_rule::Assembly;
 use thresholds::{PARALLEL_FROM, THETA_LIMIT};
 use without_replacement::WithoutReplacement;
+
+/// The boxes of theta of the outer program (the tokens outside H) and the
+/// inner one (H's tokens), `docs/DESIGN.md` §5.
+const OUTER_BOUNDS: (f64, f64) = (-THETA_LIMIT, 0.0);
+const INNER_BOUNDS: (f64, f64) = (0.0, THETA_LIMIT);
 use workspace::WorkspacePool;
 
 /// Default bound on the acceptance lost to the solver, alpha* - acceptance.
@@ -382,7 +388,7 @@ impl ConvexSolver {
                 n,
             },
             p: &outer_p,
-            bounds: (-THETA_LIMIT, 0.0),
+            bounds: OUTER_BOUNDS,
             stop: Stop::Excess,
             reach: REACH,
         };
@@ -401,7 +407,7 @@ impl ConvexSolver {
                 n,
             },
             p: &inner_p,
-            bounds: (0.0, THETA_LIMIT),
+            bounds: INNER_BOUNDS,
             stop: Stop::Shortfall,
             reach: REACH,
         };
@@ -525,10 +531,11 @@ impl ConvexSolver {
             base: &nothing,
             flat: true,
         };
+        let starts = (vec![0.0; outer_p.len()], vec![0.0; inner_p.len()]);
         let mut solution = self.solve_sides(
             sides,
-            &outer_potential,
-            &inner_potential,
+            (&outer_potential, &inner_potential),
+            starts,
             1.0 + cut,
             workspace,
         )?;
@@ -574,22 +581,28 @@ impl ConvexSolver {
             vocabulary: target.len(),
             p: &p_support,
         };
-        let outer_potential = WithoutReplacement {
-            q: &outer_q,
-            silent: &inner_q,
-            excluded: &[],
-            n,
-        };
-        let inner_potential = WithoutReplacement {
-            q: &inner_q,
-            silent: &[],
-            excluded: &outer_q,
-            n,
-        };
+        let outer_potential = WithoutReplacement::new(&outer_q, &inner_q, &[], n);
+        let inner_potential = WithoutReplacement::new(&inner_q, &[], &outer_q, n);
+        // Newton from theta = 0, a bound of both programs, frees the
+        // tokens off it a few at a time (tens of iterations at full V).
+        let starts = (
+            log_ratio_start(
+                &outer_q,
+                &outer_p,
+                OUTER_BOUNDS,
+                outer_potential.selected_mass(),
+            ),
+            log_ratio_start(
+                &inner_q,
+                &inner_p,
+                INNER_BOUNDS,
+                inner_potential.selected_mass(),
+            ),
+        );
         self.solve_sides(
             sides,
-            &outer_potential,
-            &inner_potential,
+            (&outer_potential, &inner_potential),
+            starts,
             bound.alpha_star,
             workspace,
         )
@@ -603,12 +616,13 @@ impl ConvexSolver {
     fn solve_sides<P: Potential>(
         &self,
         sides: Sides,
-        outer: &P,
-        inner: &P,
+        (outer, inner): (&P, &P),
+        starts: (Vec<f64>, Vec<f64>),
         alpha_star: f64,
         workspace: &mut Workspace,
     ) -> Result<ConvexSolution, ConvexError> {
-        let mut side = |name, potential: &P, p: &[f64], bounds, stop| {
+        let (outer_start, inner_start) = starts;
+        let mut side = |name, potential: &P, p: &[f64], start, bounds, stop| {
             Program {
                 name,
                 potential,
@@ -617,25 +631,22 @@ impl ConvexSolver {
                 stop,
                 reach: REACH,
             }
-            .minimise(
-                vec![0.0; p.len()],
-                0.5 * self.tolerance,
-                self.max_iterations,
-                workspace,
-            )
+            .minimise(start, 0.5 * self.tolerance, self.max_iterations, workspace)
         };
         let outer_solved = side(
             "outer",
             outer,
             sides.outer.1,
-            (-THETA_LIMIT, 0.0),
+            outer_start,
+            OUTER_BOUNDS,
             Stop::Excess,
         )?;
         let inner_solved = side(
             "inner",
             inner,
             sides.inner.1,
-            (0.0, THETA_LIMIT),
+            inner_start,
+            INNER_BOUNDS,
             Stop::Shortfall,
         )?;
         let certificate = sides.inner.0.iter().map(|&k| sides.support[k]).collect();

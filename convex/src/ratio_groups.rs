@@ -174,10 +174,17 @@ fn warm_start(
 /// order) at once, where from theta = 0 Newton frees them a few at a time
 /// (`convex_grid` reports the iterations).
 fn model_start(program: &Program<Selectable>) -> Vec<f64> {
-    let (q, p) = (program.potential.q, program.p);
-    let (lo, hi) = program.bounds;
     let (base, n) = (program.potential.base, program.potential.n);
+    let q = program.potential.q;
     let total = powi_count(base + q.iter().sum::<f64>(), n) - powi_count(base, n);
+    log_ratio_start(q, program.p, program.bounds, total)
+}
+
+/// `model_start` for any draft scheme: the clipped log-ratio model whose r
+/// sums to `total`, the program's P(S > 0) (for drafts without
+/// replacement too, r_y of a token of small q is q_y times an increasing
+/// function of its weight).
+pub(crate) fn log_ratio_start(q: &[f64], p: &[f64], (lo, hi): (f64, f64), total: f64) -> Vec<f64> {
     // F(g0) = Σ_y clamp(p_y, g0 q_y e^lo, g0 q_y e^hi) is increasing and
     // piecewise linear in g0, between g0 e^lo Σ q and g0 e^hi Σ q: the root
     // lies in a bracket of width e^(hi - lo), where Newton on F lands on it

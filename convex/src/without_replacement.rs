@@ -20,18 +20,42 @@
 //! U = Π_x (s_x + λ u_x z_x) and M = Σ_w q_w s_w z_w Π_{x≠w} (s_x + λ u_x
 //! z_x), ∖y leaving token y out (y is the n-th arrival, or an earlier
 //! one), and the potential E[1{S > 0} log S] is Frullani's integral of the
-//! all-token term [M]_(n-1). Leaving each token out costs products of
-//! prefix and suffix polynomials of degree n - 1: O(V n²) per pair of
-//! nodes (the nodes in c in parallel; the nodes in t whose share of
-//! P(world) is negligible left out, `CLOCK_NEGLIGIBLE`). The Newton
-//! direction comes from conjugate gradients on differences of r on a
-//! coarser grid (`Grid::Coarse`).
+//! all-token term [M]_(n-1).
+//!
+//! The tokens split in two (§6b, "The clock's tail"). The few whose clocks
+//! may ring by the last node in t (n q t > 1 there; more arrivals than
+//! about 60 make a node negligible, so they are few) are exact factors,
+//! each left out by products of prefix and suffix polynomials. For the
+//! others ρ_x = (e^(q_x t) - 1) z_x <= e^(1/n) - 1, and with ε = e^(q t) - 1
+//! expanded in powers of q t everything is a sum over tokens of q^m z^k
+//! times a function of t alone. Their factor Π (s + λ u z) is e^(-t
+//! q(tail)) exp(Σ_k (-1)^(k+1) λ^k P_k / k), P_k = Σ ρ^k (Newton's
+//! identities), and their part of M that times Σ_j (-λ)^j Σ q z ρ^j.
+//! Leaving a tail token y out divides by its factor, a series in ρ_y:
+//!
+//!   q_y s_y [U^{∖y}]_(n-1) + u_y [M^{∖y}]_(n-2)
+//!     = Σ_j (-1)^j z_y^j ((j + 1) q_y ε_y^j U_(n-1-j) + ε_y^(j+1) M_(n-2-j)),
+//!
+//! so r_y is Σ_(j,e) q_y^(j+1+e) ∫ κ_(j,e)(c) e^(-(j+1) a_y c) dc with
+//! kernels κ_(j,e)(c) = ∫ dt (...)(c, t) shared by every token.
+//!
+//! The tail's sums Σ q^m e^(-k a c) and the per-token integrals of the
+//! kernels go through the buckets of theta of the other schemes: an
+//! evaluation costs O(V n d) series terms (d the terms a token's series
+//! needs) plus O(head n²) per pair of nodes, not O(V n²) per pair (the
+//! nodes in c in parallel; the nodes in t whose share of P(world) is
+//! negligible left out, `CLOCK_NEGLIGIBLE`). The Newton direction comes
+//! from conjugate gradients on differences of r on a coarser grid
+//! (`Grid::Coarse`), preconditioned by the Hessian's exact diagonal.
+
+use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
-use crate::selection::{STEP, left_tail, nodes};
+use crate::selection::{Assignment, NEGLIGIBLE, ORDER, STEP, left_tail, nodes};
+use crate::thresholds::TOKENS_PER_TASK;
 
 /// Step of the rule in ln t, as mdsd-bounds' clocks take it.
 const CLOCK_STEP: f64 = 0.25;
@@ -44,17 +68,41 @@ const CLOCK_HORIZON: f64 = 60.0;
 /// Step of the central differences of r that stand for Hessian-vector
 /// products, for a direction of unit largest entry.
 const DIFFERENCE: f64 = 1e-5;
+/// A token is in the tail when n q t <= TAIL_REACH at every node in t.
+const TAIL_REACH: f64 = 1.0;
+/// Terms of a tail token's series in q t beyond the leading one: (e^x -
+/// 1)^k = x^k g(x)^k with g's coefficients below e^x's, so cutting after
+/// d terms leaves at most (k x)^(d+1) e^(k x) / (d+1)! of it, below
+/// `SERIES_TOLERANCE` for k x <= n q t <= 1 and d = EXTRA_TERMS.
+const EXTRA_TERMS: usize = 18;
+const SERIES_TOLERANCE: f64 = 1e-16;
+/// Series coefficients of one power of ε: index e for x^(k + e).
+type Series = [f64; EXTRA_TERMS + 1];
+/// A node in t where more clocks than this have n q t > 1 is left out: at
+/// least 0.11 HEAD_CAP (over 450) arrivals are then expected before it,
+/// and n - 1 or fewer happen with probability below e^-400.
+const HEAD_CAP: usize = 4096;
+/// The nodes in t whose contribution to P(world) is below this share of
+/// it are left out: the selected mass they carry is smaller still (at
+/// each time, the selected token's law sums to the density of the world's
+/// n-th arrival), and which nodes go depends on q alone, not on theta.
+const CLOCK_NEGLIGIBLE: f64 = 1e-18;
 
 /// The tokens of one side of a problem with drafts without replacement.
 pub(crate) struct WithoutReplacement<'a> {
     /// q of the selectable tokens.
-    pub q: &'a [f64],
+    q: &'a [f64],
     /// q of the tokens drafted but never selected.
-    pub silent: &'a [f64],
+    silent: &'a [f64],
     /// q of the tokens whose drafting leaves the program's world (the
     /// inner program's: all drafts in H).
-    pub excluded: &'a [f64],
-    pub n: usize,
+    excluded: &'a [f64],
+    n: usize,
+    /// n q t_max above which a token is an exact factor (`TAIL_REACH`;
+    /// the tests set 0, every token exact, to check the tail's series).
+    tail_reach: f64,
+    /// The part of each grid that depends on q alone, made on first use.
+    clocks: [OnceLock<Clocks>; 2],
 }
 
 /// `(U, M)` times one token's factors: U (s + λ b), M (s + λ b) + U m.
@@ -64,6 +112,104 @@ fn absorb(u: &mut [f64], m: &mut [f64], s: f64, b: f64, marked: f64) {
         m[k] = m[k] * s + below(m) * b + u[k] * marked;
         u[k] = u[k] * s + below(u) * b;
     }
+}
+
+/// A clock of rate q at time t: not rung (s = e^(-q t)) and rung (u = 1 -
+/// s, without the cancellation of the difference where q t is small).
+fn clock(q: f64, t: f64) -> (f64, f64) {
+    ((-q * t).exp(), -(-q * t).exp_m1())
+}
+
+/// `(U, M)` of two disjoint sets of tokens: (U_1 U_2, M_1 U_2 + U_1 M_2),
+/// to the degree of `u`.
+fn multiply(first: (&[f64], &[f64]), second: (&[f64], &[f64]), u: &mut [f64], m: &mut [f64]) {
+    for k in 0..u.len() {
+        u[k] = (0..=k).map(|i| first.0[i] * second.0[k - i]).sum();
+        m[k] = (0..=k)
+            .map(|i| first.1[i] * second.0[k - i] + first.0[i] * second.1[k - i])
+            .sum();
+    }
+}
+
+/// Per power k <= n of ε = e^x - 1, the coefficients of x^(k + e) in ε^k.
+fn clock_series(n: usize) -> Vec<Series> {
+    let mut inverse_factorial = [1.0; EXTRA_TERMS + 2];
+    for i in 1..inverse_factorial.len() {
+        inverse_factorial[i] = inverse_factorial[i - 1] / i as f64;
+    }
+    let mut series = vec![[0.0; EXTRA_TERMS + 1]; n + 1];
+    series[0][0] = 1.0;
+    // ε^k = ε^(k-1) ε, ε = Σ_(i>=1) x^i / i!.
+    for k in 1..=n {
+        for e in 0..=EXTRA_TERMS {
+            series[k][e] = (1..=e + 1)
+                .map(|i| series[k - 1][e + 1 - i] * inverse_factorial[i])
+                .sum();
+        }
+    }
+    series
+}
+
+/// The terms beyond the leading one that a tail token's series needs,
+/// `x` = n q t_max <= 1 (see `EXTRA_TERMS`).
+fn extra_terms(x: f64) -> usize {
+    let mut bound = x * x.exp();
+    let mut d = 0;
+    while bound > SERIES_TOLERANCE && d < EXTRA_TERMS {
+        d += 1;
+        bound *= x / (d + 1) as f64;
+    }
+    d
+}
+
+/// The tail's power sums at time t from its moments `moments[k][e]` = Σ
+/// q^(k+e) z^k: P_k = Σ ρ^k (k = 1..n-1, in `power[k]`) and Q_j = Σ q z
+/// ρ^j (j = 0..n-1, in `marked[j]`), ρ^k = z^k Σ_e series[k][e] (q
+/// t)^(k+e).
+fn tail_sums(series: &[Series], t: f64, moments: &[Series], power: &mut [f64], marked: &mut [f64]) {
+    let n = marked.len();
+    let at = |k: usize, moments: &Series| {
+        let mut sum = 0.0;
+        let mut scale = t.powi(k as i32);
+        for (c, m) in series[k].iter().zip(moments) {
+            sum += c * scale * m;
+            scale *= t;
+        }
+        sum
+    };
+    for k in 1..n {
+        power[k] = at(k, &moments[k]);
+    }
+    for j in 0..n {
+        // Σ q z ρ^j: the moments of z^(j+1) q^(j+1+e) = q z^(j+1) q^(j+e).
+        marked[j] = at(j, &moments[j + 1]);
+    }
+}
+
+/// The tail's `(U, M)` from its power sums and survival e^(-t q(tail)):
+/// E = Π (1 + λ ρ) by Newton's identities k E_k = Σ_i (-1)^(i-1) E_(k-i)
+/// P_i, U = S E, M = S E Σ_j (-λ)^j Q_j.
+fn tail_polynomials(power: &[f64], marked: &[f64], survival: f64, u: &mut [f64], m: &mut [f64]) {
+    let n = u.len();
+    u[0] = 1.0;
+    for k in 1..n {
+        let mut sum = 0.0;
+        for i in 1..=k {
+            let term = u[k - i] * power[i];
+            sum += if i % 2 == 1 { term } else { -term };
+        }
+        u[k] = sum / k as f64;
+    }
+    for k in 0..n {
+        m[k] = survival
+            * (0..=k)
+                .map(|j| {
+                    let term = u[k - j] * marked[j];
+                    if j % 2 == 0 { term } else { -term }
+                })
+                .sum::<f64>();
+    }
+    u.iter_mut().for_each(|x| *x *= survival);
 }
 
 /// The quadrature of an evaluation: the fine one of r and the potential,
@@ -91,51 +237,6 @@ impl Grid {
     }
 }
 
-/// The nodes in t whose contribution to P(world) is below this share of
-/// it are left out: the selected mass they carry is smaller still (at
-/// each time, the selected token's law sums to the density of the world's
-/// n-th arrival), and which nodes go depends on q alone, not on theta.
-const CLOCK_NEGLIGIBLE: f64 = 1e-18;
-
-/// A rayon task's sums over its nodes in c, r and the potential, and its
-/// buffers: the prefix polynomials (U, M) of the tokens before y (row y
-/// of n entries), and the tokens' e^(-a c).
-struct NodeSums {
-    r: Vec<f64>,
-    potential: f64,
-    prefix: (Vec<f64>, Vec<f64>),
-    z: Vec<f64>,
-}
-
-impl NodeSums {
-    fn new(v: usize, n: usize) -> Self {
-        Self {
-            r: vec![0.0; v],
-            potential: 0.0,
-            prefix: (vec![0.0; v * n], vec![0.0; v * n]),
-            z: vec![0.0; v],
-        }
-    }
-
-    fn merge(mut self, other: Self) -> Self {
-        (self.r.iter_mut().zip(&other.r)).for_each(|(a, b)| *a += b);
-        self.potential += other.potential;
-        self
-    }
-}
-
-/// One node of the clocks' quadrature in t.
-struct Clock {
-    weight: f64,
-    /// Its terms of P(world) and of P(S = 0 in it).
-    world: f64,
-    empty: f64,
-    /// s_y = e^(-q_y t) of the selectable tokens.
-    survival: Vec<f64>,
-    /// The silent and excluded tokens' (U, M).
-    background: (Vec<f64>, Vec<f64>),
-}
-
 /// The clocks' quadrature in t, of step `step` in ln t: nodes and weights
 /// of ∫_0^∞ dt.
 fn clock_nodes(n: usize, q_least: f64, step: f64) -> (Vec<f64>, Vec<f64>) {
@@ -150,149 +251,578 @@ fn clock_nodes(n: usize, q_least: f64, step: f64) -> (Vec<f64>, Vec<f64>) {
     (t, w)
 }
 
-impl WithoutReplacement<'_> {
+/// What a grid's evaluations share, made from q alone: the nodes in t
+/// that carry P(world), the exact tokens and the tail's c-free parts.
+struct Clocks {
+    /// Nodes and weights of the rule in t.
+    t: Vec<f64>,
+    weight: Vec<f64>,
+    /// P(world) and P(S = 0 in it).
+    world: f64,
+    empty: f64,
+    /// The selectable tokens that are exact factors, and the tail's, with
+    /// each tail token's extra series terms.
+    head: Vec<usize>,
+    tail: Vec<usize>,
+    extra: Vec<usize>,
+    /// Per node: s and u of the exact selectable tokens (rows of `head.len()`),
+    /// the exact silent and excluded tokens' `(U, M)`, and the whole
+    /// tail's survival e^(-t q(tail)).
+    survival: Vec<f64>,
+    arrived: Vec<f64>,
+    background: Vec<(Vec<f64>, Vec<f64>)>,
+    tail_survival: Vec<f64>,
+    /// Σ q^m over the silent tail, m <= n + EXTRA_TERMS.
+    silent_moments: Vec<f64>,
+}
+
+/// How a token's drafting enters the world: selectable (z = e^(-a c)),
+/// silent (z = 1) or excluded (z = 0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Role {
+    Selectable,
+    Silent,
+    Excluded,
+}
+
+impl<'a> WithoutReplacement<'a> {
+    pub(crate) fn new(q: &'a [f64], silent: &'a [f64], excluded: &'a [f64], n: usize) -> Self {
+        Self {
+            q,
+            silent,
+            excluded,
+            n,
+            tail_reach: TAIL_REACH,
+            clocks: [OnceLock::new(), OnceLock::new()],
+        }
+    }
+
+    /// P(S > 0 in the world): the total of r, whatever theta.
+    pub(crate) fn selected_mass(&self) -> f64 {
+        let clocks = self.clocks(Grid::Fine);
+        clocks.world - clocks.empty
+    }
+
     fn q_least(&self) -> f64 {
         (self.q.iter().chain(self.silent).chain(self.excluded))
             .filter(|&&q| q > 0.0)
             .fold(f64::INFINITY, |m, &q| m.min(q))
     }
 
-    /// `(U, M)` of the silent and excluded tokens at time t (weights z = 1
-    /// and z = 0).
-    fn background(&self, t: f64) -> (Vec<f64>, Vec<f64>) {
-        let mut u = vec![0.0; self.n];
-        let mut m = vec![0.0; self.n];
-        u[0] = 1.0;
-        for &q in self.silent {
-            let s = (-q * t).exp();
-            absorb(&mut u, &mut m, s, 1.0 - s, q * s);
+    fn clocks(&self, grid: Grid) -> &Clocks {
+        let index = (grid == Grid::Coarse) as usize;
+        self.clocks[index].get_or_init(|| self.clock_pass(grid.strides().1))
+    }
+
+    /// Every token with its q and role, by ascending q.
+    fn tokens(&self) -> Vec<(f64, Role)> {
+        let mut tokens: Vec<(f64, Role)> = (self.q.iter().map(|&q| (q, Role::Selectable)))
+            .chain(self.silent.iter().map(|&q| (q, Role::Silent)))
+            .chain(self.excluded.iter().map(|&q| (q, Role::Excluded)))
+            .filter(|&(q, _)| q > 0.0)
+            .collect();
+        tokens.sort_by(|a, b| a.0.total_cmp(&b.0));
+        tokens
+    }
+
+    /// The nodes in t of step `step` that carry P(world), and the rest of
+    /// `Clocks`. Each node splits the tokens at n q t = `tail_reach` (the
+    /// tail's moments summed from the least q up, node by node from the
+    /// last), so a pass costs O(V) series terms plus the exact tokens.
+    fn clock_pass(&self, step: f64) -> Clocks {
+        let n = self.n;
+        let series = clock_series(n);
+        let (all_t, all_weights) = clock_nodes(n, self.q_least(), step);
+        let tokens = self.tokens();
+        let terms = n + EXTRA_TERMS + 1;
+        let in_tail = |q: f64, t: f64| n as f64 * q * t <= self.tail_reach;
+        let bound: Vec<usize> = (all_t.iter())
+            .map(|&t| tokens.partition_point(|&(q, _)| in_tail(q, t)))
+            .collect();
+        // Per node, the tail's Σ q^m over tokens drafted into the world
+        // (z = 1 there) and over the silent ones, and its q(tail).
+        let (mut open, mut silent, mut mass) = (vec![0.0; terms], vec![0.0; terms], 0.0);
+        let mut next = 0;
+        let mut moments = vec![(Vec::new(), Vec::new(), 0.0); all_t.len()];
+        for j in (0..all_t.len()).rev() {
+            for &(q, role) in &tokens[next..bound[j].max(next)] {
+                mass += q;
+                let mut power = 1.0;
+                for m in 0..terms {
+                    if role != Role::Excluded {
+                        open[m] += power;
+                    }
+                    if role == Role::Silent {
+                        silent[m] += power;
+                    }
+                    power *= q;
+                }
+            }
+            next = next.max(bound[j]);
+            moments[j] = (open.clone(), silent.clone(), mass);
         }
-        for &q in self.excluded {
-            absorb(&mut u, &mut m, (-q * t).exp(), 0.0, 0.0);
+        // [M]_(n-1) with z = 1 on the world's tokens (P(world)), and with
+        // z = 0 on the selectable ones too (P(S = 0)).
+        let mut densities = vec![(0.0, 0.0); all_t.len()];
+        for (j, &t) in all_t.iter().enumerate() {
+            let head = &tokens[bound[j]..];
+            if head.len() > HEAD_CAP {
+                break;
+            }
+            let density = |sums: &[f64], open: &dyn Fn(Role) -> bool| {
+                let table: Vec<Series> = (0..=n)
+                    .map(|k| std::array::from_fn(|e| sums.get(k + e).copied().unwrap_or(0.0)))
+                    .collect();
+                let (mut power, mut marked) = (vec![0.0; n], vec![0.0; n]);
+                tail_sums(&series, t, &table, &mut power, &mut marked);
+                let (mut u, mut m) = (vec![0.0; n], vec![0.0; n]);
+                tail_polynomials(&power, &marked, (-t * moments[j].2).exp(), &mut u, &mut m);
+                for &(q, role) in head {
+                    let (s, arrived) = clock(q, t);
+                    if open(role) {
+                        absorb(&mut u, &mut m, s, arrived, q * s);
+                    } else {
+                        absorb(&mut u, &mut m, s, 0.0, 0.0);
+                    }
+                }
+                m[n - 1]
+            };
+            densities[j] = (
+                all_weights[j] * density(&moments[j].0, &|role| role != Role::Excluded),
+                all_weights[j] * density(&moments[j].1, &|role| role == Role::Silent),
+            );
         }
-        (u, m)
+        let whole: f64 = densities.iter().map(|d| d.0).sum();
+        let kept: Vec<usize> = (0..all_t.len())
+            .filter(|&j| densities[j].0 > 0.0 && densities[j].0 >= CLOCK_NEGLIGIBLE * whole)
+            .collect();
+        let t: Vec<f64> = kept.iter().map(|&j| all_t[j]).collect();
+        let weight: Vec<f64> = kept.iter().map(|&j| all_weights[j]).collect();
+        let world = kept.iter().map(|&j| densities[j].0).sum();
+        let empty = kept.iter().map(|&j| densities[j].1).sum();
+        self.split(t, weight, world, empty)
+    }
+
+    /// `Clocks` on the kept nodes: the tokens with n q t_max above
+    /// `tail_reach` exact, the rest in the tail.
+    fn split(&self, t: Vec<f64>, weight: Vec<f64>, world: f64, empty: f64) -> Clocks {
+        let n = self.n;
+        let t_max = t.last().copied().unwrap_or(0.0);
+        let reach = |q: f64| n as f64 * q * t_max;
+        let exact = |q: f64| reach(q) > self.tail_reach;
+        let (head, tail): (Vec<usize>, Vec<usize>) =
+            (0..self.q.len()).partition(|&y| exact(self.q[y]));
+        let extra = tail
+            .iter()
+            .map(|&y| extra_terms(reach(self.q[y])))
+            .collect();
+        let (survival, arrived) = t
+            .iter()
+            .flat_map(|&t| head.iter().map(move |&y| clock(self.q[y], t)))
+            .unzip();
+        let tail_mass: f64 = (tail.iter().map(|&y| self.q[y]))
+            .chain(
+                self.silent
+                    .iter()
+                    .chain(self.excluded)
+                    .copied()
+                    .filter(|&q| !exact(q)),
+            )
+            .sum();
+        let background = (t.iter())
+            .map(|&t| {
+                let (mut u, mut m) = (vec![0.0; n], vec![0.0; n]);
+                u[0] = 1.0;
+                for &q in self.silent.iter().filter(|&&q| exact(q)) {
+                    let (s, arrived) = clock(q, t);
+                    absorb(&mut u, &mut m, s, arrived, q * s);
+                }
+                for &q in self.excluded.iter().filter(|&&q| exact(q)) {
+                    absorb(&mut u, &mut m, (-q * t).exp(), 0.0, 0.0);
+                }
+                (u, m)
+            })
+            .collect();
+        let tail_survival = t.iter().map(|&t| (-t * tail_mass).exp()).collect();
+        let mut silent_moments = vec![0.0; n + EXTRA_TERMS + 1];
+        for &q in self.silent.iter().filter(|&&q| !exact(q)) {
+            let mut power = 1.0;
+            for m in silent_moments.iter_mut() {
+                *m += power;
+                power *= q;
+            }
+        }
+        Clocks {
+            t,
+            weight,
+            world,
+            empty,
+            head,
+            tail,
+            extra,
+            survival,
+            arrived,
+            background,
+            tail_survival,
+            silent_moments,
+        }
     }
 
     /// r and the potential at theta, on the nodes in c of `grid` from those
     /// of the point `at` (theta itself, or the point of a Newton direction
-    /// whose differences share them).
-    fn integrals(&self, theta: &[f64], at: &[f64], grid: Grid) -> (Vec<f64>, f64) {
+    /// whose differences share them), and when `curvature` the Hessian's
+    /// diagonal (else empty).
+    fn integrals(&self, theta: &[f64], at: &[f64], grid: Grid, curvature: bool) -> Integrals {
         let (n, v) = (self.n, theta.len());
-        let a: Vec<f64> = theta.iter().map(|t| t.exp()).collect();
-        let (stride, clock_step) = grid.strides();
-        let (all_t, all_weights) = clock_nodes(n, self.q_least(), clock_step);
+        let clocks = self.clocks(grid);
+        let series = clock_series(n);
+        let stride = grid.strides().0;
         let c: Vec<f64> = nodes(at, n).into_iter().step_by(stride).collect();
         let c_step = STEP * stride as f64;
-        // Per node in t: the selectable tokens' s, the background's U and M;
-        // P(world) and P(S = 0 in it): [M]_(n-1) with z = 1, and z = 0 on
-        // the selectable tokens.
-        let mut clocks = Vec::with_capacity(all_t.len());
-        for (&t, &wt) in all_t.iter().zip(&all_weights) {
-            let (bu, bm) = self.background(t);
-            let (mut u, mut m) = (bu.clone(), bm.clone());
-            let (mut none_u, mut none_m) = (bu.clone(), bm.clone());
-            let mut survival = Vec::with_capacity(v);
-            for &q in self.q {
-                let s = (-q * t).exp();
-                survival.push(s);
-                absorb(&mut u, &mut m, s, 1.0 - s, q * s);
-                absorb(&mut none_u, &mut none_m, s, 0.0, 0.0);
-            }
-            clocks.push(Clock {
-                weight: wt,
-                world: wt * m[n - 1],
-                empty: wt * none_m[n - 1],
-                survival,
-                background: (bu, bm),
-            });
-        }
-        let whole: f64 = clocks.iter().map(|clock| clock.world).sum();
-        clocks.retain(|clock| clock.world >= CLOCK_NEGLIGIBLE * whole);
-        let world: f64 = clocks.iter().map(|clock| clock.world).sum();
-        let empty: f64 = clocks.iter().map(|clock| clock.empty).sum();
-        let selectable = world - empty;
-        // The nodes in c are independent of each other: one rayon task per
-        // run of nodes, each with its own sums and buffers.
-        let per_node = |mut sums: NodeSums, (k, &ck): (usize, &f64)| {
-            let NodeSums {
-                r,
-                potential,
-                prefix: (pre_u, pre_m),
-                z,
-            } = &mut sums;
-            let wc = if k == 0 {
-                c_step * (1.0 + left_tail(c_step))
-            } else {
-                c_step
-            };
-            z.iter_mut().zip(&a).for_each(|(z, a)| *z = (-a * ck).exp());
-            let mut transform = 0.0;
-            for clock in &clocks {
-                let (s, wt) = (&clock.survival, clock.weight);
-                let (mut u, mut m) = clock.background.clone();
-                // Token y's factors at this pair of nodes.
-                let token = |u: &mut [f64], m: &mut [f64], y: usize| {
-                    absorb(u, m, s[y], (1.0 - s[y]) * z[y], self.q[y] * s[y] * z[y]);
+        let tail_theta: Vec<f64> = clocks.tail.iter().map(|&y| theta[y]).collect();
+        let buckets = Assignment::new(&tail_theta, &mut Workspace::new());
+        let tail = TailBuckets::new(&buckets, clocks, self.q, n);
+        let head_a: Vec<f64> = clocks.head.iter().map(|&y| theta[y].exp()).collect();
+        let selectable = clocks.world - clocks.empty;
+        let nodes_c: Vec<NodeSums> = (c.par_iter().enumerate())
+            .map(|(k, &ck)| {
+                let wc = if k == 0 {
+                    c_step * (1.0 + left_tail(c_step))
+                } else {
+                    c_step
                 };
-                for y in 0..v {
-                    pre_u[y * n..(y + 1) * n].copy_from_slice(&u);
-                    pre_m[y * n..(y + 1) * n].copy_from_slice(&m);
-                    token(&mut u, &mut m, y);
-                }
-                transform += wt * m[n - 1];
-                // Suffix polynomials from the last token back; leaving y
-                // out needs two coefficients of prefix x suffix.
-                u.fill(0.0);
-                m.fill(0.0);
-                u[0] = 1.0;
-                for y in (0..v).rev() {
-                    let (pu, pm) = (&pre_u[y * n..(y + 1) * n], &pre_m[y * n..(y + 1) * n]);
-                    let last: f64 = (0..n).map(|i| pu[i] * u[n - 1 - i]).sum();
-                    let mut integrand = self.q[y] * s[y] * last;
-                    if n >= 2 {
-                        let marked: f64 = (0..n - 1)
-                            .map(|i| pm[i] * u[n - 2 - i] + pu[i] * m[n - 2 - i])
-                            .sum();
-                        integrand += (1.0 - s[y]) * marked;
-                    }
-                    r[y] += wc * wt * a[y] * ck * z[y] * integrand;
-                    token(&mut u, &mut m, y);
+                self.node_sums(clocks, &series, &tail, &head_a, ck, wc)
+            })
+            .collect();
+        let mut r = vec![0.0; v];
+        let mut diagonal = vec![0.0; if curvature { v } else { 0 }];
+        let mut potential = 0.0;
+        for (sums, &ck) in nodes_c.iter().zip(&c) {
+            for (&y, &x) in clocks.head.iter().zip(&sums.head) {
+                r[y] += x;
+            }
+            if curvature {
+                // d/dtheta_y of a_y e^(-a_y c): the same term times 1 - a_y c.
+                for ((&y, &x), a) in clocks.head.iter().zip(&sums.head).zip(&head_a) {
+                    diagonal[y] += x * (1.0 - a * ck);
                 }
             }
             // m e^(-c) - (E[e^(-cS); world] - P(S = 0)) = m (e^(-c) - 1) +
             // P(world) - E[e^(-cS); world].
-            *potential += wc * (selectable * (-ck).exp_m1() + world - transform);
-            sums
+            potential +=
+                sums.weight * (selectable * (-ck).exp_m1() + clocks.world - sums.transform);
+        }
+        let kernels: Vec<&[f64]> = nodes_c.iter().map(|s| s.kernel.as_slice()).collect();
+        let marginal = tail.marginal(&buckets, &c, &kernels, clocks, self.q, curvature);
+        for (&y, (x, d)) in clocks.tail.iter().zip(marginal) {
+            r[y] = x;
+            if curvature {
+                diagonal[y] = d;
+            }
+        }
+        Integrals {
+            marginal: r,
+            potential,
+            diagonal,
+        }
+    }
+
+    /// One node in c: over the nodes in t, the exact tokens' terms of r,
+    /// the tail's kernels and E[e^(-cS); world].
+    fn node_sums(
+        &self,
+        clocks: &Clocks,
+        series: &[Series],
+        tail: &TailBuckets,
+        head_a: &[f64],
+        ck: f64,
+        wc: f64,
+    ) -> NodeSums {
+        let n = self.n;
+        let h = clocks.head.len();
+        let moments = tail.moments_at(ck, &clocks.silent_moments, n);
+        let z: Vec<f64> = head_a.iter().map(|a| (-a * ck).exp()).collect();
+        let mut sums = NodeSums {
+            weight: wc,
+            head: vec![0.0; h],
+            kernel: vec![0.0; n * (EXTRA_TERMS + 1)],
+            transform: 0.0,
         };
-        let fresh = || NodeSums::new(v, n);
-        let NodeSums { r, potential, .. } = (c.par_iter().enumerate())
-            .fold(fresh, per_node)
-            .reduce(fresh, NodeSums::merge);
-        (r, potential)
+        let (mut power, mut marked) = (vec![0.0; n], vec![0.0; n]);
+        let (mut tu, mut tm) = (vec![0.0; n], vec![0.0; n]);
+        let (mut u, mut m) = (vec![0.0; n], vec![0.0; n]);
+        let (mut pre_u, mut pre_m) = (vec![0.0; h * n], vec![0.0; h * n]);
+        for (i, (&t, &wt)) in clocks.t.iter().zip(&clocks.weight).enumerate() {
+            tail_sums(series, t, &moments, &mut power, &mut marked);
+            tail_polynomials(&power, &marked, clocks.tail_survival[i], &mut tu, &mut tm);
+            let background = &clocks.background[i];
+            multiply((&tu, &tm), (&background.0, &background.1), &mut u, &mut m);
+            let s = &clocks.survival[i * h..(i + 1) * h];
+            let arrived = &clocks.arrived[i * h..(i + 1) * h];
+            let q = |x: usize| self.q[clocks.head[x]];
+            // Exact token x's factors at this pair of nodes.
+            let token = |u: &mut [f64], m: &mut [f64], x: usize| {
+                absorb(u, m, s[x], arrived[x] * z[x], q(x) * s[x] * z[x]);
+            };
+            for x in 0..h {
+                pre_u[x * n..(x + 1) * n].copy_from_slice(&u);
+                pre_m[x * n..(x + 1) * n].copy_from_slice(&m);
+                token(&mut u, &mut m, x);
+            }
+            sums.transform += wt * m[n - 1];
+            // The tail's kernels, on every token's U and M at this pair.
+            let measure = wc * ck * wt;
+            for j in 0..n {
+                let mut scale = measure * t.powi(j as i32);
+                let row = &mut sums.kernel[j * (EXTRA_TERMS + 1)..(j + 1) * (EXTRA_TERMS + 1)];
+                for (e, entry) in row.iter_mut().enumerate() {
+                    let mut term = (j + 1) as f64 * series[j][e] * u[n - 1 - j];
+                    if j + 2 <= n {
+                        term += series[j + 1][e] * t * m[n - 2 - j];
+                    }
+                    *entry += scale * term;
+                    scale *= t;
+                }
+            }
+            // Suffix polynomials from the last exact token back; leaving x
+            // out needs two coefficients of prefix x suffix.
+            u.iter_mut().for_each(|x| *x = 0.0);
+            m.iter_mut().for_each(|x| *x = 0.0);
+            u[0] = 1.0;
+            for x in (0..h).rev() {
+                let (pu, pm) = (&pre_u[x * n..(x + 1) * n], &pre_m[x * n..(x + 1) * n]);
+                let last: f64 = (0..n).map(|i| pu[i] * u[n - 1 - i]).sum();
+                let mut integrand = q(x) * s[x] * last;
+                if n >= 2 {
+                    let marked: f64 = (0..n - 1)
+                        .map(|i| pm[i] * u[n - 2 - i] + pu[i] * m[n - 2 - i])
+                        .sum();
+                    integrand += arrived[x] * marked;
+                }
+                sums.head[x] += wc * wt * head_a[x] * ck * z[x] * integrand;
+                token(&mut u, &mut m, x);
+            }
+        }
+        sums
     }
 }
 
-impl Potential for WithoutReplacement<'_> {
-    /// The evaluation point, from which differences of r are taken.
-    type Hessian = Vec<f64>;
+/// r, the potential and the Hessian's diagonal at one theta.
+struct Integrals {
+    marginal: Vec<f64>,
+    potential: f64,
+    diagonal: Vec<f64>,
+}
 
-    fn evaluate(&self, theta: &[f64], _workspace: &mut Workspace) -> Evaluation<Vec<f64>> {
-        let (marginal, potential) = self.integrals(theta, theta, Grid::Fine);
+/// One node in c's share of r and the potential: the exact tokens' terms
+/// of r, the tail's kernels κ_(j, p) (row j, entry p - j - 1, with the
+/// measure of the node), E[e^(-cS); world] and the node's weight in ln c.
+struct NodeSums {
+    weight: f64,
+    head: Vec<f64>,
+    kernel: Vec<f64>,
+    transform: f64,
+}
+
+/// The selectable tail by buckets of theta: per occupied bucket, its
+/// centre a_b, the most extra series terms of its tokens and the moments
+/// Σ q^m (-δ)^i / i! (m <= n + extra, i < ORDER) of e^(-k a c) = e^(-x)
+/// Σ_i x^i (-δ)^i / i!, x = k a_b c.
+struct TailBuckets {
+    centre: Vec<f64>,
+    extra: Vec<usize>,
+    moments: Vec<Vec<[f64; ORDER]>>,
+    /// Per slot of the assignment, its position among the occupied.
+    index: Vec<usize>,
+}
+
+impl TailBuckets {
+    fn new(buckets: &Assignment, clocks: &Clocks, q: &[f64], n: usize) -> Self {
+        let occupied = buckets.occupied();
+        let mut index = vec![usize::MAX; buckets.centre.len()];
+        occupied.iter().enumerate().for_each(|(i, &s)| index[s] = i);
+        let mut extra = vec![0; occupied.len()];
+        for (x, &d) in clocks.extra.iter().enumerate() {
+            let b = index[buckets.slot[x] as usize];
+            extra[b] = extra[b].max(d);
+        }
+        let empty = || -> Vec<Vec<[f64; ORDER]>> {
+            (extra.iter())
+                .map(|&d| vec![[0.0; ORDER]; n + d + 1])
+                .collect()
+        };
+        let moments = (clocks.tail.par_iter().enumerate())
+            .with_min_len(TOKENS_PER_TASK)
+            .fold(empty, |mut moments, (x, &y)| {
+                let b = index[buckets.slot[x] as usize];
+                let offsets = series_in_offset(buckets.delta[x]);
+                let mut power = 1.0;
+                for row in moments[b].iter_mut().take(n + clocks.extra[x] + 1) {
+                    row.iter_mut()
+                        .zip(&offsets)
+                        .for_each(|(m, o)| *m += power * o);
+                    power *= q[y];
+                }
+                moments
+            })
+            .reduce(empty, |mut sums, other| {
+                for (x, y) in sums.iter_mut().flatten().zip(other.iter().flatten()) {
+                    x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
+                }
+                sums
+            });
+        let centre = occupied.iter().map(|&s| buckets.centre[s]).collect();
+        Self {
+            centre,
+            extra,
+            moments,
+            index,
+        }
+    }
+
+    /// The tail's moments at node c: `[k][e]` = Σ q^(k+e) z^k (k <= n),
+    /// the silent tail's (z = 1) included.
+    fn moments_at(&self, c: f64, silent: &[f64], n: usize) -> Vec<Series> {
+        let mut table: Vec<Series> = (0..=n)
+            .map(|k| std::array::from_fn(|e| silent[k + e]))
+            .collect();
+        for (b, moments) in self.moments.iter().enumerate() {
+            for (k, row) in table.iter_mut().enumerate().skip(1) {
+                let x = k as f64 * self.centre[b] * c;
+                if x > NEGLIGIBLE {
+                    break;
+                }
+                let decay = (-x).exp();
+                for (e, entry) in row.iter_mut().enumerate() {
+                    let Some(m) = moments.get(k + e) else { break };
+                    *entry += decay * m.iter().rev().fold(0.0, |acc, m| acc * x + m);
+                }
+            }
+        }
+        table
+    }
+
+    /// r of the tail tokens, a_y Σ_j (-1)^j Σ_e q_y^(j+1+e) Σ_k
+    /// κ_(j,e)(c_k) e^(-(j+1) a_y c_k) (the node sums per bucket, a
+    /// polynomial in δ per token), and when `curvature` the Hessian's
+    /// diagonal: r_y - a_y² ∫ c e^(-a_y c) (...) dc, the same sums with
+    /// the kernels times c (the integrand's factor without y does not
+    /// depend on theta_y).
+    fn marginal(
+        &self,
+        buckets: &Assignment,
+        c: &[f64],
+        kernels: &[&[f64]],
+        clocks: &Clocks,
+        q: &[f64],
+        curvature: bool,
+    ) -> Vec<(f64, f64)> {
+        let width = EXTRA_TERMS + 1;
+        let n = kernels.first().map_or(0, |k| k.len() / width);
+        let sets = 1 + curvature as usize;
+        // Per bucket, [set][j][e][i]: Σ_k κ_(j,e)(c_k) c_k^set e^(-x) x^i
+        // (-1)^i / i!, x = (j + 1) a_b c_k.
+        let tables: Vec<Vec<[f64; ORDER]>> = (0..self.centre.len())
+            .into_par_iter()
+            .map(|b| {
+                let mut table = vec![[0.0; ORDER]; sets * n * width];
+                for (set, j) in (0..sets).flat_map(|set| (0..n).map(move |j| (set, j))) {
+                    let rows = (set * n + j) * width..(set * n + j + 1) * width;
+                    let scale = (j + 1) as f64 * self.centre[b];
+                    for (kernel, &ck) in kernels.iter().zip(c) {
+                        let x = scale * ck;
+                        if x > NEGLIGIBLE {
+                            break;
+                        }
+                        let mut powers = [0.0; ORDER];
+                        let mut p = (-x).exp();
+                        for entry in powers.iter_mut() {
+                            *entry = p;
+                            p *= x;
+                        }
+                        let moment = if set == 1 { ck } else { 1.0 };
+                        for e in 0..=self.extra[b] {
+                            let weight = moment * kernel[j * width + e];
+                            let row = &mut table[rows.start + e];
+                            row.iter_mut()
+                                .zip(&powers)
+                                .for_each(|(r, p)| *r += weight * p);
+                        }
+                    }
+                    for row in &mut table[rows] {
+                        let mut factor = 1.0;
+                        for (i, entry) in row.iter_mut().enumerate() {
+                            if i > 0 {
+                                factor *= -1.0 / i as f64;
+                            }
+                            *entry *= factor;
+                        }
+                    }
+                }
+                table
+            })
+            .collect();
+        (clocks.tail.par_iter().enumerate())
+            .map(|(x, &y)| {
+                let b = self.index[buckets.slot[x] as usize];
+                let delta = buckets.delta[x];
+                let sum = |set: usize| {
+                    let mut sum = 0.0;
+                    for j in 0..n {
+                        let mut power = q[y].powi(j as i32 + 1);
+                        let mut part = 0.0;
+                        for e in 0..=clocks.extra[x] {
+                            let row = &tables[b][(set * n + j) * width + e];
+                            part += power * row.iter().rev().fold(0.0, |acc, t| acc * delta + t);
+                            power *= q[y];
+                        }
+                        sum += if j % 2 == 0 { part } else { -part };
+                    }
+                    sum
+                };
+                let a = buckets.weight(x);
+                let r = a * sum(0);
+                (r, if curvature { r - a * a * sum(1) } else { 0.0 })
+            })
+            .collect()
+    }
+}
+
+/// (-δ)^i / i! for i < ORDER.
+fn series_in_offset(delta: f64) -> [f64; ORDER] {
+    let mut terms = [1.0; ORDER];
+    for i in 1..ORDER {
+        terms[i] = terms[i - 1] * -delta / i as f64;
+    }
+    terms
+}
+
+impl Potential for WithoutReplacement<'_> {
+    /// The evaluation point, from which differences of r are taken, and
+    /// the Hessian's diagonal there.
+    type Hessian = (Vec<f64>, Vec<f64>);
+
+    fn evaluate(&self, theta: &[f64], _workspace: &mut Workspace) -> Evaluation<Self::Hessian> {
+        let Integrals {
+            marginal,
+            potential,
+            diagonal,
+        } = self.integrals(theta, theta, Grid::Fine, true);
         Evaluation {
             potential,
             marginal,
-            hessian: theta.to_vec(),
+            hessian: (theta.to_vec(), diagonal),
         }
     }
 
     /// Newton's direction by conjugate gradients on central differences of
     /// r along each search direction (on the coarse grid from theta's
     /// nodes, so that both sides of a difference share them),
-    /// preconditioned by r (which bounds the Hessian's diagonal).
+    /// preconditioned by the Hessian's diagonal at theta.
     fn direction(
         &self,
         theta: &[f64],
-        at: &Evaluation<Vec<f64>>,
+        at: &Evaluation<Self::Hessian>,
         gradient: &[f64],
         held: &[bool],
         _workspace: &mut Workspace,
@@ -305,7 +835,7 @@ impl Potential for WithoutReplacement<'_> {
             let h = DIFFERENCE / size;
             let moved = |sign: f64| {
                 let point: Vec<f64> = theta.iter().zip(v).map(|(t, v)| t + sign * h * v).collect();
-                self.integrals(&point, theta, Grid::Coarse).0
+                self.integrals(&point, theta, Grid::Coarse, false).marginal
             };
             let (plus, minus) = (moved(1.0), moved(-1.0));
             plus.iter()
@@ -313,7 +843,7 @@ impl Potential for WithoutReplacement<'_> {
                 .map(|(a, b)| (a - b) / (2.0 * h))
                 .collect()
         };
-        newton_by_conjugate_gradients(product, &at.marginal, &at.marginal, gradient, held)
+        newton_by_conjugate_gradients(product, &at.hessian.1, &at.marginal, gradient, held)
     }
 
     fn flat_along_ones(&self) -> bool {
@@ -409,13 +939,12 @@ mod tests {
             (&[0.6, 0.4], &[], &[], 1, &[0.0, -2.0]),
         ];
         for (q, silent, excluded, n, theta) in cases {
-            let potential = WithoutReplacement {
-                q,
-                silent,
-                excluded,
-                n,
-            };
-            let (r, value) = potential.integrals(theta, theta, Grid::Fine);
+            let potential = WithoutReplacement::new(q, silent, excluded, n);
+            let Integrals {
+                marginal: r,
+                potential: value,
+                ..
+            } = potential.integrals(theta, theta, Grid::Fine, false);
             let (want_r, want_value) = enumerated(q, silent, excluded, n, theta);
             for (got, want) in r.iter().zip(&want_r) {
                 assert!((got - want).abs() < 1e-12, "n = {n}: r {got} vs {want}");
@@ -424,6 +953,93 @@ mod tests {
                 (value - want_value).abs() < 1e-11,
                 "n = {n}: {value} vs {want_value}"
             );
+        }
+    }
+
+    /// The tail's series match the exact factors (every token exact when
+    /// `tail_reach` is 0) on both grids, with many small clocks among
+    /// selectable, silent and excluded tokens, one to four drafts.
+    #[test]
+    fn tail_series_match_exact_factors() {
+        let mut state = 0x9e3779b97f4a7c15u64;
+        let mut uniform = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for n in 1..=4 {
+            // A few large clocks, then small ones spread over five decades.
+            let mut weights: Vec<f64> = vec![0.3, 0.15, 0.08];
+            weights.extend((0..300).map(|_| 10f64.powf(-2.0 - 5.0 * uniform())));
+            let total: f64 = weights.iter().sum();
+            weights.iter_mut().for_each(|w| *w /= total);
+            let (q, rest) = weights.split_at(200);
+            let (silent, excluded) = rest.split_at(60);
+            let theta: Vec<f64> = (0..q.len()).map(|_| -4.0 + 5.0 * uniform()).collect();
+            for (silent, excluded) in [(silent, &[][..]), (&[][..], excluded), (silent, excluded)] {
+                let series = WithoutReplacement::new(q, silent, excluded, n);
+                let mut exact = WithoutReplacement::new(q, silent, excluded, n);
+                exact.tail_reach = 0.0;
+                for grid in [Grid::Fine, Grid::Coarse] {
+                    assert!(series.clocks(grid).tail.len() > 100, "n = {n}: tail");
+                    assert!(exact.clocks(grid).tail.is_empty());
+                    let Integrals {
+                        marginal: r,
+                        potential: value,
+                        diagonal,
+                    } = series.integrals(&theta, &theta, grid, true);
+                    let want = exact.integrals(&theta, &theta, grid, true);
+                    let (want_r, want_value) = (want.marginal, want.potential);
+                    for (y, (got, want)) in diagonal.iter().zip(&want.diagonal).enumerate() {
+                        assert!(
+                            (got - want).abs() <= 1e-11 * want.abs() + 1e-13 * want_r[y],
+                            "n = {n}, {grid:?}, token {y}: diagonal {got} vs {want}"
+                        );
+                    }
+                    for (y, (got, want)) in r.iter().zip(&want_r).enumerate() {
+                        assert!(
+                            (got - want).abs() <= 1e-13 * want.abs(),
+                            "n = {n}, {grid:?}, token {y}: r {got} vs {want}"
+                        );
+                    }
+                    assert!(
+                        (value - want_value).abs() <= 1e-13 * want_value.abs().max(1.0),
+                        "n = {n}, {grid:?}: {value} vs {want_value}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The Hessian's diagonal is the derivative of r_y in theta_y, by
+    /// central differences on the same nodes, for exact and tail tokens.
+    #[test]
+    fn diagonal_is_the_derivative_of_r() {
+        let q: Vec<f64> = (0..40).map(|i| 0.4 / 1.3f64.powi(i)).collect();
+        let silent = [0.05, 0.02];
+        let theta: Vec<f64> = (0..q.len()).map(|i| -2.5 + 0.1 * (i % 13) as f64).collect();
+        for n in 2..=4 {
+            let potential = WithoutReplacement::new(&q, &silent, &[], n);
+            assert!(!potential.clocks(Grid::Fine).tail.is_empty());
+            assert!(!potential.clocks(Grid::Fine).head.is_empty());
+            let at = potential.integrals(&theta, &theta, Grid::Fine, true);
+            let h = 1e-5;
+            for y in 0..q.len() {
+                let r_at = |shift: f64| {
+                    let mut moved = theta.clone();
+                    moved[y] += shift;
+                    potential
+                        .integrals(&moved, &theta, Grid::Fine, false)
+                        .marginal[y]
+                };
+                let difference = (r_at(h) - r_at(-h)) / (2.0 * h);
+                assert!(
+                    (difference - at.diagonal[y]).abs() <= 1e-7 * at.marginal[y],
+                    "n = {n}, token {y}: {difference} vs {}",
+                    at.diagonal[y]
+                );
+            }
         }
     }
 }

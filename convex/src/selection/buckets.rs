@@ -17,7 +17,7 @@ const BUCKET: f64 = 1.0 / 32.0;
 /// remainder is below q (x |δ|)^ORDER / ORDER! e^(-x (1 - |δ|)), at most
 /// q |δ|^ORDER (ORDER / e)^ORDER / ORDER! < 1e-17 q over all x, and a
 /// relative 1e-17 of r_y (the kernel weighs nodes by e^(-x)).
-const ORDER: usize = 9;
+pub(crate) const ORDER: usize = 9;
 
 /// Tokens grouped by theta into buckets of width `BUCKET` around centres
 /// a_b, each token with its offset δ = a / a_b - 1: the node sums of both
@@ -79,6 +79,11 @@ impl Assignment {
             centre: self.centre.clone(),
             occupied,
         }
+    }
+
+    /// The slots that hold a token, ascending.
+    pub fn occupied(&self) -> &[usize] {
+        &self.occupied
     }
 
     /// a_y = e^(theta_y) = a_b (1 + δ_y).

@@ -11,9 +11,9 @@ mod hessian;
 mod integrals;
 mod nodes;
 
-pub(crate) use buckets::Assignment;
+pub(crate) use buckets::{Assignment, ORDER};
 pub(crate) use integrals::Selectable;
-pub(crate) use nodes::{Nodes, STEP, left_tail, nodes};
+pub(crate) use nodes::{NEGLIGIBLE, Nodes, STEP, left_tail, nodes};
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential};
