@@ -50,9 +50,15 @@ fn main() -> ExitCode {
             return ExitCode::from(FAILED);
         }
         Err(e) if !e.use_stderr() => {
-            // --help and --version.
-            print!("{e}");
-            return ExitCode::SUCCESS;
+            // --help and --version, through the commands' own output (a
+            // reader that has gone ends it quietly; `print!` would panic).
+            return match cli::emit(&e.to_string()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(FAILED)
+                }
+            };
         }
         Err(e) => {
             // clap's message spans several lines (what is wrong, the missing

@@ -405,3 +405,25 @@ fn a_closed_pipe_ends_the_command_quietly() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(stderr.is_empty(), "{stderr}");
 }
+
+/// Help into a pipe whose reader has gone (`mdsd solve --help | head -1`)
+/// ends quietly, as every command's output does, instead of a panic on
+/// the failed write.
+#[test]
+fn help_into_a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    for args in [&["solve", "--help"][..], &["--version"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mdsd"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes before the binary has started writing.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}

@@ -20,6 +20,7 @@ use mdsd::{
 use thiserror::Error;
 
 use input::{InputArgs, InputReport};
+pub use output::emit;
 use output::Report;
 
 #[derive(Debug, Parser)]
