@@ -47,6 +47,17 @@ pub(crate) struct Independent<'a> {
     pub flat: bool,
 }
 
+impl Independent<'_> {
+    /// P(S > 0): some draft on a selectable token, Π_i (base_i + Σ q_i) -
+    /// Π_i base_i, the total of r whatever theta.
+    pub(crate) fn selected_mass(&self) -> f64 {
+        let all: f64 = (self.q.iter().zip(self.base))
+            .map(|(law, base)| base + law.iter().sum::<f64>())
+            .product();
+        all - self.base.iter().product::<f64>()
+    }
+}
+
 /// What a Newton direction needs of an evaluation: the nodes, each
 /// draft's transform phi_i at each node, and the tokens' buckets.
 pub(crate) struct Kernels {

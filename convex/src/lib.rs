@@ -531,7 +531,15 @@ impl ConvexSolver {
             base: &nothing,
             flat: true,
         };
-        let starts = (vec![0.0; outer_p.len()], vec![0.0; inner_p.len()]);
+        let starts = (
+            outer.iter().map(|&y| separated.theta[y]).collect(),
+            log_ratio_start(
+                &mean_law(&inner_q),
+                &inner_p,
+                INNER_BOUNDS,
+                inner_potential.selected_mass(),
+            ),
+        );
         let mut solution = self.solve_sides(
             sides,
             (&outer_potential, &inner_potential),
@@ -682,6 +690,14 @@ struct Sides<'a> {
     support: Vec<usize>,
     vocabulary: usize,
     p: &'a [f64],
+}
+
+/// Per token, the mean of the drafts' laws.
+fn mean_law(q: &[Vec<f64>]) -> Vec<f64> {
+    let scale = 1.0 / q.len() as f64;
+    (0..q.first().map_or(0, Vec::len))
+        .map(|y| scale * q.iter().map(|law| law[y]).sum::<f64>())
+        .collect()
 }
 
 /// The set H among the prefixes of the tokens by ascending `theta` (the

@@ -156,6 +156,19 @@ pub(crate) fn newton_by_conjugate_gradients(
     d
 }
 
+/// `gradient` less its mean over the free (not `held`) variables there.
+fn without_free_mean(gradient: &[f64], held: &[bool]) -> Vec<f64> {
+    let free = held.iter().filter(|&&h| !h).count().max(1) as f64;
+    let mean = (gradient.iter().zip(held))
+        .filter(|(_, h)| !**h)
+        .map(|(g, _)| g)
+        .sum::<f64>()
+        / free;
+    (gradient.iter().zip(held))
+        .map(|(&g, &h)| if h { g } else { g - mean })
+        .collect()
+}
+
 /// When a program is solved.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Stop {
@@ -265,12 +278,25 @@ impl<P: Potential> Program<'_, P> {
                 .zip(&gradient)
                 .map(|(&t, &g)| self.held(t, g, ACTIVE))
                 .collect();
-            let mut direction = self
-                .potential
-                .direction(&theta, &current.1, &gradient, &active, workspace);
-            if self.potential.flat_along_ones()
-                && self.unseen_held(&theta, &current.1.marginal, &active, tolerance)
-            {
+            let flat = self.potential.flat_along_ones()
+                && self.unseen_held(&theta, &current.1.marginal, &active, tolerance);
+            // Where the Hessian is singular along 1 on the free variables,
+            // the Newton system holds only without the gradient's mean
+            // there: its part along 1 is the objective's slope along 1,
+            // which `recentre` takes instead. Left in, it would ask the
+            // solver for a step of size (mean) / (noise of the products
+            // along 1), and conjugate gradients then stop on a curvature
+            // of the wrong sign (drafts without replacement, one clock of
+            // rate near 1 beside three near 1e-6).
+            let system_gradient = if flat {
+                without_free_mean(&gradient, &active)
+            } else {
+                gradient.clone()
+            };
+            let mut direction =
+                self.potential
+                    .direction(&theta, &current.1, &system_gradient, &active, workspace);
+            if flat {
                 self.recentre(&theta, &mut direction, &active);
             }
             for ((d, &t), &a) in direction.iter_mut().zip(&theta).zip(&active) {

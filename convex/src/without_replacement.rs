@@ -918,7 +918,7 @@ mod tests {
     fn selected_law_and_potential_match_enumeration() {
         // (selectable q, silent q, excluded q, n, theta).
         type Case<'a> = (&'a [f64], &'a [f64], &'a [f64], usize, &'a [f64]);
-        let cases: [Case; 6] = [
+        let cases: [Case; 7] = [
             (
                 &[0.14, 0.01, 0.12],
                 &[0.43, 0.3],
@@ -937,6 +937,19 @@ mod tests {
                 &[-0.3, 0.0, -6.0, -1.0],
             ),
             (&[0.6, 0.4], &[], &[], 1, &[0.0, -2.0]),
+            // One clock of rate near 1 and three of 1e-6: the third
+            // arrival waits for the small ones (found by proptest).
+            (
+                &[
+                    8.521596999241908e-7,
+                    2.4720988959344064e-6,
+                    0.9999963003822058,
+                ],
+                &[],
+                &[3.753591983484204e-7],
+                3,
+                &[5.0, 0.0, 2.0],
+            ),
         ];
         for (q, silent, excluded, n, theta) in cases {
             let potential = WithoutReplacement::new(q, silent, excluded, n);

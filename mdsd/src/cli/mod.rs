@@ -20,8 +20,8 @@ use mdsd::{
 use thiserror::Error;
 
 use input::{InputArgs, InputReport};
-pub use output::emit;
 use output::Report;
+pub use output::emit;
 
 #[derive(Debug, Parser)]
 #[command(
