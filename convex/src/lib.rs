@@ -630,16 +630,17 @@ impl ConvexSolver {
         workspace: &mut Workspace,
     ) -> Result<ConvexSolution, ConvexError> {
         let (outer_start, inner_start) = starts;
-        let mut side = |name, potential: &P, p: &[f64], start, bounds, stop| {
-            Program {
+        let mut side = |name, potential: &P, p: &[f64], guess, bounds, stop| {
+            let program = Program {
                 name,
                 potential,
                 p,
                 bounds,
                 stop,
                 reach: REACH,
-            }
-            .minimise(start, 0.5 * self.tolerance, self.max_iterations, workspace)
+            };
+            let start = program.better_start(guess, workspace);
+            program.minimise(start, 0.5 * self.tolerance, self.max_iterations, workspace)
         };
         let outer_solved = side(
             "outer",

@@ -406,6 +406,22 @@ impl<P: Potential> Program<'_, P> {
         held.contains(&false) && held_mass <= UNSEEN * tolerance
     }
 
+    /// Of a guessed start and theta = 0 (each clipped to the box), the one
+    /// of lower objective: a guess from a model of r can be far off where
+    /// the model fails (drafts without replacement of every token, where r
+    /// is a softmax and not proportional to q), and Newton from a point of
+    /// saturated weights can stall where it converges from 0.
+    pub(crate) fn better_start(&self, guess: Vec<f64>, workspace: &mut Workspace) -> Vec<f64> {
+        let (lo, hi) = self.bounds;
+        let guess: Vec<f64> = guess.into_iter().map(|t| t.clamp(lo, hi)).collect();
+        let zero = vec![0.0f64.clamp(lo, hi); guess.len()];
+        let (at_guess, evaluation) = self.objective(&guess, workspace);
+        workspace.give(evaluation.marginal);
+        let (at_zero, evaluation) = self.objective(&zero, workspace);
+        workspace.give(evaluation.marginal);
+        if at_guess <= at_zero { guess } else { zero }
+    }
+
     /// The objective's value and the potential's evaluation.
     fn objective(&self, theta: &[f64], workspace: &mut Workspace) -> (f64, Evaluation<P::Hessian>) {
         let evaluation = self.potential.evaluate(theta, workspace);

@@ -78,10 +78,9 @@ const EXTRA_TERMS: usize = 18;
 const SERIES_TOLERANCE: f64 = 1e-16;
 /// Series coefficients of one power of ε: index e for x^(k + e).
 type Series = [f64; EXTRA_TERMS + 1];
-/// A node in t where more clocks than this have n q t > 1 is left out: at
-/// least 0.11 HEAD_CAP (over 450) arrivals are then expected before it,
-/// and n - 1 or fewer happen with probability below e^-400.
-const HEAD_CAP: usize = 4096;
+/// Expected arrivals, past 2n, beyond which a node in t is negligible
+/// (`head_cap`).
+const SURE_ARRIVALS: f64 = 900.0;
 /// The nodes in t whose contribution to P(world) is below this share of
 /// it are left out: the selected mass they carry is smaller still (at
 /// each time, the selected token's law sums to the density of the world's
@@ -148,6 +147,17 @@ fn clock_series(n: usize) -> Vec<Series> {
         }
     }
     series
+}
+
+/// A node in t where more clocks than this have n q t > 1 is left out:
+/// each has rung by then with probability at least 1 - e^(-1/n), so at
+/// least μ = 2n + SURE_ARRIVALS arrivals are expected before it, and n - 1
+/// or fewer happen with probability below e^(-μ/8) < e^-112 (Chernoff's
+/// lower tail, (n - 1) <= μ/2): under `CLOCK_NEGLIGIBLE` of any world more
+/// likely than 1e-31.
+fn head_cap(n: usize) -> usize {
+    let arrivals = 2.0 * n as f64 + SURE_ARRIVALS;
+    (arrivals / -(-1.0 / n as f64).exp_m1()).ceil() as usize
 }
 
 /// The terms beyond the leading one that a tail token's series needs,
@@ -366,7 +376,7 @@ impl<'a> WithoutReplacement<'a> {
         let mut densities = vec![(0.0, 0.0); all_t.len()];
         for (j, &t) in all_t.iter().enumerate() {
             let head = &tokens[bound[j]..];
-            if head.len() > HEAD_CAP {
+            if head.len() > head_cap(n) {
                 break;
             }
             let density = |sums: &[f64], open: &dyn Fn(Role) -> bool| {
@@ -918,7 +928,7 @@ mod tests {
     fn selected_law_and_potential_match_enumeration() {
         // (selectable q, silent q, excluded q, n, theta).
         type Case<'a> = (&'a [f64], &'a [f64], &'a [f64], usize, &'a [f64]);
-        let cases: [Case; 7] = [
+        let cases: [Case; 8] = [
             (
                 &[0.14, 0.01, 0.12],
                 &[0.43, 0.3],
@@ -950,6 +960,18 @@ mod tests {
                 3,
                 &[5.0, 0.0, 2.0],
             ),
+            // Every token drafted, the last after a wait of 1e8.
+            (
+                &[
+                    0.004115015171448848,
+                    0.9958849763166915,
+                    8.511859722106488e-9,
+                ],
+                &[],
+                &[],
+                3,
+                &[-2.5, -11.3, -0.085],
+            ),
         ];
         for (q, silent, excluded, n, theta) in cases {
             let potential = WithoutReplacement::new(q, silent, excluded, n);
@@ -971,7 +993,7 @@ mod tests {
 
     /// The tail's series match the exact factors (every token exact when
     /// `tail_reach` is 0) on both grids, with many small clocks among
-    /// selectable, silent and excluded tokens, one to four drafts.
+    /// selectable, silent and excluded tokens, one to four and eight drafts.
     #[test]
     fn tail_series_match_exact_factors() {
         let mut state = 0x9e3779b97f4a7c15u64;
@@ -981,7 +1003,7 @@ mod tests {
             state ^= state << 17;
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
-        for n in 1..=4 {
+        for n in [1, 2, 3, 4, 8] {
             // A few large clocks, then small ones spread over five decades.
             let mut weights: Vec<f64> = vec![0.3, 0.15, 0.08];
             weights.extend((0..300).map(|_| 10f64.powf(-2.0 - 5.0 * uniform())));
