@@ -947,7 +947,7 @@ mod tests {
             ),
             (&[0.6, 0.4], &[], &[], 1, &[0.0, -2.0]),
             // One clock of rate near 1 and three of 1e-6: the third
-            // arrival waits for the small ones (found by proptest).
+            // arrival waits for the small ones.
             (
                 &[
                     8.521596999241908e-7,
