@@ -137,7 +137,7 @@ impl Kernels {
 }
 
 /// Π_{j ∉ skip} phi_j.
-fn product_without(phi: &[f64], skip: &[usize]) -> f64 {
+pub(crate) fn product_without(phi: &[f64], skip: &[usize]) -> f64 {
     (phi.iter().enumerate())
         .filter(|(j, _)| !skip.contains(j))
         .map(|(_, f)| f)
