@@ -54,9 +54,20 @@ use rayon::prelude::*;
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
-use crate::selection::{Assignment, NEGLIGIBLE, ORDER, STEP, left_tail, nodes};
+use crate::selection::{Assignment, NEGLIGIBLE, ORDER, STEP, left_end, nodes_from};
 use crate::thresholds::TOKENS_PER_TASK;
 
+/// The rule in c starts at c a_max = LEFT_END_HEAD (`nodes_from`) and sums
+/// its infinite left end from its first LEFT_END_NODES nodes (`left_end`):
+/// the integrands there are c g(c) with g analytic on the scale 1 / (n
+/// a_max), so the left end's error is about (n a c)^4 at the fourth node
+/// (c = 3.2 LEFT_END_HEAD / a_max on the coarse grid) times the left end's
+/// share of the integral, n a c_lo: below 1e-17 for n <= 16 (the start
+/// moves down by n / 16 past that), as with the first-order left end from
+/// 1e-9, 40 nodes further down on the fine grid. Each node costs a pass
+/// over the nodes in t and the exact tokens.
+const LEFT_END_HEAD: f64 = 1e-5;
+const LEFT_END_NODES: usize = 4;
 /// Step of the rule in ln t, as mdsd-bounds' clocks take it.
 const CLOCK_STEP: f64 = 0.25;
 /// The integrands in t grow like t^(n-1) from 0: the rule starts where
@@ -182,11 +193,22 @@ fn extra_terms(x: f64) -> usize {
 /// t)^(k+e).
 fn tail_sums(series: &[Series], t: f64, moments: &[Series], power: &mut [f64], marked: &mut [f64]) {
     let n = marked.len();
+    // m t^p is Σ (q t)^p over the tail, each term at most n^-p; the power
+    // alone overflows past t ~ 1e308^(1/p), at nodes that the clock pass
+    // visits before it drops them as negligible, where m underflows or is
+    // zero: the product then comes from logarithms.
     let at = |k: usize, moments: &Series| {
         let mut sum = 0.0;
         let mut scale = t.powi(k as i32);
-        for (c, m) in series[k].iter().zip(moments) {
-            sum += c * scale * m;
+        for (e, (c, &m)) in series[k].iter().zip(moments).enumerate() {
+            let term = scale * m;
+            sum += c * if term.is_finite() {
+                term
+            } else if m > 0.0 {
+                (m.ln() + (k + e) as f64 * t.ln()).exp()
+            } else {
+                0.0
+            };
             scale *= t;
         }
         sum
@@ -229,12 +251,12 @@ fn tail_polynomials(power: &[f64], marked: &[f64], survival: f64, u: &mut [f64],
 /// The quadrature of an evaluation: the fine one of r and the potential,
 /// or a coarse one for the differences of r that stand for Hessian-vector
 /// products, every other node in c (step 2 ln 2 / 3: relative error
-/// about e^(-π² / 0.46), 5e-10) and twice the step in t (e^(-π² / 0.5),
-/// 3e-9). The Hessian's accuracy costs Newton's rate, never exactness:
-/// the line search and the stop rule use the fine r. Every third node in
-/// c (step ln 2, 7e-7) is too coarse: on one of the shared rows (row 33,
-/// top 100, n = 2, alpha* = 0.99988) the inner program then stalls short
-/// of its tolerance.
+/// about e^(-π² / 0.46), 5e-10) and a longer step in t (`clock_step`,
+/// relative error about 1e-6). The Hessian's accuracy costs Newton's
+/// rate, never exactness: the line search and the stop rule use the fine
+/// r. Every third node in c (step ln 2, 7e-7) is too coarse: on one of
+/// the shared rows (row 33, top 100, n = 2, alpha* = 0.99988) the inner
+/// program then stalls short of its tolerance.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Grid {
     Fine,
@@ -242,13 +264,35 @@ enum Grid {
 }
 
 impl Grid {
-    /// Every how many nodes of the fine rule in c, and the step in ln t.
-    fn strides(self) -> (usize, f64) {
+    /// Every how many nodes of the fine rule in c, and the step in ln t
+    /// for n drafts.
+    fn strides(self, n: usize) -> (usize, f64) {
         match self {
-            Grid::Fine => (1, CLOCK_STEP),
-            Grid::Coarse => (2, 2.0 * CLOCK_STEP),
+            Grid::Fine => (1, clock_step(n, FINE_CLOCKS)),
+            Grid::Coarse => (
+                2,
+                (2.0 * clock_step(n, FINE_CLOCKS)).min(clock_step(n, COARSE_CLOCKS)),
+            ),
         }
     }
+}
+
+/// The relative errors the fine and the coarse rule in t aim at.
+const FINE_CLOCKS: f64 = 1e-14;
+const COARSE_CLOCKS: f64 = 1e-6;
+
+/// The step in ln t for n drafts that keeps the rule's relative error
+/// near `error`, at most `CLOCK_STEP`. In u = ln t the integrands are
+/// analytic in the strip |Im u| < π/2, where the n arrived clocks'
+/// factors 1 - e^(-q t) grow beyond their real values, so the
+/// trapezoidal rule's error is about C^n e^(-π² / h) (Trefethen &
+/// Weideman, SIAM Review 2014), not the e^(-π² / h) of a bounded
+/// integrand: with h = 1/4, on 303 clocks of rates from 0.3 down to 1e-8
+/// (`clock_rule_holds_for_many_drafts`), P(S > 0) came out 3e-12 above 1
+/// at n = 8, 7e-10 at n = 12 and 2e-8 at n = 16, C about 5.
+fn clock_step(n: usize, error: f64) -> f64 {
+    let growth = n as f64 * 5f64.ln();
+    (std::f64::consts::PI.powi(2) / (growth - error.ln())).min(CLOCK_STEP)
 }
 
 /// The clocks' quadrature in t, of step `step` in ln t: nodes and weights
@@ -325,7 +369,7 @@ impl<'a> WithoutReplacement<'a> {
 
     fn clocks(&self, grid: Grid) -> &Clocks {
         let index = (grid == Grid::Coarse) as usize;
-        self.clocks[index].get_or_init(|| self.clock_pass(grid.strides().1))
+        self.clocks[index].get_or_init(|| self.clock_pass(grid.strides(self.n).1))
     }
 
     /// Every token with its q and role, by ascending q.
@@ -490,9 +534,12 @@ impl<'a> WithoutReplacement<'a> {
         let (n, v) = (self.n, theta.len());
         let clocks = self.clocks(grid);
         let series = clock_series(n);
-        let stride = grid.strides().0;
-        let c: Vec<f64> = nodes(at, n).into_iter().step_by(stride).collect();
+        let stride = grid.strides(n).0;
+        let c: Vec<f64> = (nodes_from(at, n, LEFT_END_HEAD).into_iter())
+            .step_by(stride)
+            .collect();
         let c_step = STEP * stride as f64;
+        let left = left_end(c_step, LEFT_END_NODES);
         let tail_theta: Vec<f64> = clocks.tail.iter().map(|&y| theta[y]).collect();
         let buckets = Assignment::new(&tail_theta, &mut Workspace::new());
         let tail = TailBuckets::new(&buckets, clocks, self.q, n);
@@ -500,11 +547,7 @@ impl<'a> WithoutReplacement<'a> {
         let selectable = clocks.world - clocks.empty;
         let nodes_c: Vec<NodeSums> = (c.par_iter().enumerate())
             .map(|(k, &ck)| {
-                let wc = if k == 0 {
-                    c_step * (1.0 + left_tail(c_step))
-                } else {
-                    c_step
-                };
+                let wc = c_step * (1.0 + left.get(k).copied().unwrap_or(0.0));
                 self.node_sums(clocks, &series, &tail, &head_a, ck, wc)
             })
             .collect();
@@ -990,24 +1033,35 @@ mod tests {
         }
     }
 
+    /// Uniform draws on [0, 1) from a fixed xorshift stream.
+    fn uniform_stream() -> impl FnMut() -> f64 {
+        let mut state = 0x9e3779b97f4a7c15u64;
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    /// Rates summing to 1: three large clocks, then 300 small ones spread
+    /// over five decades.
+    fn many_clocks(uniform: &mut impl FnMut() -> f64) -> Vec<f64> {
+        let mut q: Vec<f64> = vec![0.3, 0.15, 0.08];
+        q.extend((0..300).map(|_| 10f64.powf(-2.0 - 5.0 * uniform())));
+        let total: f64 = q.iter().sum();
+        q.iter_mut().for_each(|w| *w /= total);
+        q
+    }
+
     /// The tail's series match the exact factors (every token exact when
     /// `tail_reach` is 0) on both grids, with many small clocks among
     /// selectable, silent and excluded tokens, one to four and eight drafts.
     #[test]
     fn tail_series_match_exact_factors() {
-        let mut state = 0x9e3779b97f4a7c15u64;
-        let mut uniform = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut uniform = uniform_stream();
         for n in [1, 2, 3, 4, 8] {
-            // A few large clocks, then small ones spread over five decades.
-            let mut weights: Vec<f64> = vec![0.3, 0.15, 0.08];
-            weights.extend((0..300).map(|_| 10f64.powf(-2.0 - 5.0 * uniform())));
-            let total: f64 = weights.iter().sum();
-            weights.iter_mut().for_each(|w| *w /= total);
+            let weights = many_clocks(&mut uniform);
             let (q, rest) = weights.split_at(200);
             let (silent, excluded) = rest.split_at(60);
             let theta: Vec<f64> = (0..q.len()).map(|_| -4.0 + 5.0 * uniform()).collect();
@@ -1043,6 +1097,27 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// With every token selectable, P(S > 0) = 1 and r sums to it, for
+    /// many drafts too: 303 clocks of rates from 0.3 down to about 1e-8,
+    /// whose n-th arrival comes late, with the tail's series at nodes up
+    /// to t = 60 / (least rate).
+    #[test]
+    fn clock_rule_holds_for_many_drafts() {
+        let mut uniform = uniform_stream();
+        let q = many_clocks(&mut uniform);
+        let theta: Vec<f64> = (0..q.len()).map(|_| -4.0 + 5.0 * uniform()).collect();
+        for n in [2, 4, 8, 12, 16, 20, 24, 32, 48] {
+            let potential = WithoutReplacement::new(&q, &[], &[], n);
+            let mass = potential.selected_mass();
+            assert!((mass - 1.0).abs() < 1e-13, "n = {n}: P(S > 0) = {mass}");
+            let r = potential
+                .integrals(&theta, &theta, Grid::Fine, false)
+                .marginal;
+            let sum: f64 = r.iter().sum();
+            assert!((sum - 1.0).abs() < 1e-13, "n = {n}: r sums to {sum}");
         }
     }
 

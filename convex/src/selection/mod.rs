@@ -13,7 +13,7 @@ mod nodes;
 
 pub(crate) use buckets::{Assignment, ORDER};
 pub(crate) use integrals::Selectable;
-pub(crate) use nodes::{NEGLIGIBLE, Nodes, STEP, left_tail, nodes};
+pub(crate) use nodes::{NEGLIGIBLE, Nodes, STEP, left_end, left_tail, nodes, nodes_from};
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential};

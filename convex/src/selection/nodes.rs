@@ -12,6 +12,8 @@
 //! infinite left sum is added in closed form, to c_hi = 60 / min a, past
 //! which every term is below e^-60 of its integral.
 
+use nalgebra::{DMatrix, DVector};
+
 /// Step of the rule in u = ln c: a third of ln 2, so that c doubles every
 /// three nodes and e^(-a c) squares (error e^(-π²/h), about 3e-19).
 pub(crate) const STEP: f64 = std::f64::consts::LN_2 / 3.0;
@@ -34,11 +36,18 @@ pub(crate) struct Nodes {
 /// factor n / 16 (3 log2(n / 16) nodes more), so that the left end stays
 /// in the integrands' linear regime.
 pub(crate) fn nodes(theta: &[f64], n: usize) -> Vec<f64> {
+    nodes_from(theta, n, HEAD)
+}
+
+/// `nodes` from c_lo = `head` / max a (and the same factor past 16
+/// drafts): a rule whose first nodes take a left end of higher order
+/// (`left_end`) may start higher.
+pub(crate) fn nodes_from(theta: &[f64], n: usize, head: f64) -> Vec<f64> {
     let (lo, hi) = theta
         .iter()
         .fold((0.0f64, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
     let (lo, hi) = (lo.exp(), hi.exp());
-    let c_lo = HEAD / hi / (n as f64 / 16.0).max(1.0);
+    let c_lo = head / hi / (n as f64 / 16.0).max(1.0);
     let count = ((HORIZON / lo / c_lo).ln() / STEP).ceil() as usize + 1;
     let mut c: Vec<f64> = (0..3.min(count))
         .map(|k| c_lo * (k as f64 * STEP).exp())
@@ -55,4 +64,58 @@ pub(crate) fn nodes(theta: &[f64], n: usize) -> Vec<f64> {
 pub(crate) fn left_tail(step: f64) -> f64 {
     let e = (-step).exp();
     e / (1.0 - e)
+}
+
+/// The infinite left end of the rule of step h = `step` from the values at
+/// its first `count` nodes: weights γ_j with `Σ_{k>=1} f(u_lo - k h) =
+/// Σ_(j<count) γ_j f(u_lo + j h)` for every f = c g(c), g a polynomial of
+/// degree below `count` (c = e^u, nodes c_j = c_lo e^(j h)). With f = c^s,
+/// the left sum is c_lo^s L(s h) (L = `left_tail`), so γ solves Σ_j γ_j
+/// e^(j s h) = L(s h) for s = 1..count, a Vandermonde system in e^(j h).
+/// For an analytic g the error is g's Taylor remainder past degree count -
+/// 1 at the first nodes, about (n a c)^count there: the rule may start at
+/// c_lo (n a)^(count - 1) times higher than `nodes` for the same error.
+/// With one node, γ_0 = L(h).
+pub(crate) fn left_end(step: f64, count: usize) -> Vec<f64> {
+    let powers = DMatrix::from_fn(count, count, |s, j| {
+        ((s + 1) as f64 * j as f64 * step).exp()
+    });
+    let sums = DVector::from_fn(count, |s, _| left_tail((s + 1) as f64 * step));
+    let weights = powers
+        .lu()
+        .solve(&sums)
+        .expect("a Vandermonde matrix on distinct nodes is invertible");
+    weights.iter().copied().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The left end's weights sum the rule's infinite left part of c
+    /// g(c) exactly for polynomials g of degree below their count, and
+    /// one node's weight is `left_tail`.
+    #[test]
+    fn left_end_sums_polynomial_integrands() {
+        assert_eq!(left_end(STEP, 1), vec![left_tail(STEP)]);
+        for step in [STEP, 2.0 * STEP] {
+            for count in 1..=4 {
+                let weights = left_end(step, count);
+                let c_lo = 1e-3;
+                for degree in 0..count {
+                    let f = |c: f64| c * (1.0 + c).powi(degree as i32);
+                    let want: f64 = (1..4000)
+                        .map(|k| f(c_lo * (-(k as f64) * step).exp()))
+                        .sum();
+                    let got: f64 = (weights.iter().enumerate())
+                        .map(|(j, w)| w * f(c_lo * (j as f64 * step).exp()))
+                        .sum();
+                    assert!(
+                        (got - want).abs() <= 1e-14 * want,
+                        "step {step}, {count} nodes, degree {degree}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
 }
