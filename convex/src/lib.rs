@@ -924,11 +924,11 @@ mod tests {
     use mdsd_core::{Distribution, DraftScheme, Problem, Solve};
     use mdsd_lp::LpSolver;
 
-    /// Instances on which the searched cut is not the least (two or three
-    /// draft laws on partly disjoint supports, found among 200000 random
-    /// ones of up to 8 tokens): the solver falls back on the separating
-    /// program, and its interval holds the LP's alpha*, narrower than the
-    /// tolerance, with a certificate that reproduces the upper end.
+    /// Instances on which the searched cut stops at a local minimum (two
+    /// or three draft laws on partly disjoint supports): the solver falls
+    /// back on the separating program, and its interval holds the LP's
+    /// alpha*, narrower than the tolerance, with a certificate that
+    /// reproduces the upper end.
     #[test]
     fn independent_drafts_past_a_searched_cut_that_misses() {
         type Case<'a> = (&'a [f64], &'a [&'a [f64]]);

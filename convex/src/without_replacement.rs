@@ -63,9 +63,9 @@ use crate::thresholds::TOKENS_PER_TASK;
 /// a_max), so the left end's error is about (n a c)^4 at the fourth node
 /// (c = 3.2 LEFT_END_HEAD / a_max on the coarse grid) times the left end's
 /// share of the integral, n a c_lo: below 1e-17 for n <= 16 (the start
-/// moves down by n / 16 past that), as with the first-order left end from
-/// 1e-9, 40 nodes further down on the fine grid. Each node costs a pass
-/// over the nodes in t and the exact tokens.
+/// moves down by n / 16 past that), the error of a first-order left end
+/// from 1e-9, which takes 40 more nodes of the fine rule. Each node costs
+/// a pass over the nodes in t and the exact tokens.
 const LEFT_END_HEAD: f64 = 1e-5;
 const LEFT_END_NODES: usize = 4;
 /// Step of the rule in ln t, as mdsd-bounds' clocks take it.
