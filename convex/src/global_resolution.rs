@@ -415,6 +415,7 @@ impl Potential for DraftSets {
         at: &Evaluation<DenseCoupling>,
         gradient: &[f64],
         held: &[bool],
+        _enough: f64,
         _: &mut Workspace,
     ) -> Vec<f64> {
         dense_direction(&at.marginal, &at.hessian, &self.dense, gradient, held)

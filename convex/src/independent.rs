@@ -337,6 +337,7 @@ impl Potential for Independent<'_> {
         at: &Evaluation<Kernels>,
         gradient: &[f64],
         held: &[bool],
+        enough: f64,
         _workspace: &mut Workspace,
     ) -> Vec<f64> {
         let free: Vec<usize> = (0..held.len()).filter(|&y| !held[y]).collect();
@@ -348,6 +349,7 @@ impl Potential for Independent<'_> {
             &hessian.r,
             &free_gradient,
             &vec![false; free.len()],
+            enough,
         );
         let mut direction = vec![0.0; held.len()];
         free.iter().zip(step).for_each(|(&y, d)| direction[y] = d);

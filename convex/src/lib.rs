@@ -77,6 +77,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod cut;
 mod global_resolution;
 mod independent;
 mod newton;
@@ -103,8 +104,9 @@ pub use global_resolution::{
 pub use selection_rule::{Counting, SelectionRule};
 pub use workspace::Workspace;
 
-use independent::{Independent, product_without};
-use newton::{Potential, Program, REACH, Stop};
+use cut::{best_prefix_cut, searched_cut};
+use independent::Independent;
+use newton::{Potential, Program, REACH, Solved, Stop};
 use numeric::{lane_sum, sum_where};
 use ratio_groups::log_ratio_start;
 use selection::Selectable;
@@ -112,11 +114,33 @@ use selection_rule::Assembly;
 use thresholds::{PARALLEL_FROM, THETA_LIMIT};
 use without_replacement::WithoutReplacement;
 
-/// The boxes of theta of the outer program (the tokens outside H) and the
-/// inner one (H's tokens), `docs/DESIGN.md` §5.
-const OUTER_BOUNDS: (f64, f64) = (-THETA_LIMIT, 0.0);
-const INNER_BOUNDS: (f64, f64) = (0.0, THETA_LIMIT);
 use workspace::WorkspacePool;
+
+/// The two programs of `docs/DESIGN.md` §5: the outer one over the tokens
+/// outside H (theta <= 0, stopped on the excess Σ (r - p)+) and the inner
+/// one over H (theta >= 0, stopped on the shortfall Σ (p - r)+).
+#[derive(Debug, Clone, Copy)]
+enum Side {
+    Outer,
+    Inner,
+}
+
+impl Side {
+    fn program<'a, P: Potential>(self, potential: &'a P, p: &'a [f64]) -> Program<'a, P> {
+        let (name, bounds, stop) = match self {
+            Side::Outer => ("outer", (-THETA_LIMIT, 0.0), Stop::Excess),
+            Side::Inner => ("inner", (0.0, THETA_LIMIT), Stop::Shortfall),
+        };
+        Program {
+            name,
+            potential,
+            p,
+            bounds,
+            stop,
+            reach: REACH,
+        }
+    }
+}
 
 /// Default bound on the acceptance lost to the solver, alpha* - acceptance.
 pub const DEFAULT_TOLERANCE: f64 = 1e-7;
@@ -380,39 +404,25 @@ impl ConvexSolver {
 
         let side_tolerance = 0.5 * self.tolerance;
         let (outer_q, outer_p) = (workspace.gather(&outer, q), workspace.gather(&outer, p));
-        let outer_program = Program {
-            name: "outer",
-            potential: &Selectable {
-                q: &outer_q,
-                base: q_h,
-                n,
-            },
-            p: &outer_p,
-            bounds: OUTER_BOUNDS,
-            stop: Stop::Excess,
-            reach: REACH,
+        let outer_potential = Selectable {
+            q: &outer_q,
+            base: q_h,
+            n,
         };
         let outer_solved = ratio_groups::minimise(
-            &outer_program,
+            &Side::Outer.program(&outer_potential, &outer_p),
             side_tolerance,
             self.max_iterations,
             workspace,
         )?;
         let (inner_q, inner_p) = (workspace.gather(&inner, q), workspace.gather(&inner, p));
-        let inner_program = Program {
-            name: "inner",
-            potential: &Selectable {
-                q: &inner_q,
-                base: 0.0,
-                n,
-            },
-            p: &inner_p,
-            bounds: INNER_BOUNDS,
-            stop: Stop::Shortfall,
-            reach: REACH,
+        let inner_potential = Selectable {
+            q: &inner_q,
+            base: 0.0,
+            n,
         };
         let inner_solved = ratio_groups::minimise(
-            &inner_program,
+            &Side::Inner.program(&inner_potential, &inner_p),
             side_tolerance,
             self.max_iterations,
             workspace,
@@ -526,8 +536,8 @@ impl ConvexSolver {
 
     /// The outer and inner programs of independent drafts with H =
     /// `in_h` of cut `cut`, the outer one started from `outer_guess` on
-    /// its tokens where given (else, as the inner one, from the
-    /// log-ratio model of the drafts' mean law).
+    /// its tokens where given (else, as the inner one, from the solution
+    /// of a program over groups of tokens, `ratio_groups`).
     fn solve_independent_sides(
         &self,
         drafted: &Drafted,
@@ -570,31 +580,28 @@ impl ConvexSolver {
             base: &nothing,
             flat: true,
         };
-        let outer_start = match outer_guess {
-            Some(theta) => outer.iter().map(|&y| theta[y]).collect(),
-            None => log_ratio_start(
-                &mean_law(&outer_q),
-                &outer_p,
-                OUTER_BOUNDS,
-                outer_potential.selected_mass(),
+        let side_tolerance = 0.5 * self.tolerance;
+        let outer_program = Side::Outer.program(&outer_potential, &outer_p);
+        let outer_solved = match outer_guess {
+            Some(theta) => {
+                let guess = outer.iter().map(|&y| theta[y]).collect();
+                let start = outer_program.better_start(guess, workspace);
+                outer_program.minimise(start, side_tolerance, self.max_iterations, workspace)
+            }
+            None => ratio_groups::minimise(
+                &outer_program,
+                side_tolerance,
+                self.max_iterations,
+                workspace,
             ),
-        };
-        let starts = (
-            outer_start,
-            log_ratio_start(
-                &mean_law(&inner_q),
-                &inner_p,
-                INNER_BOUNDS,
-                inner_potential.selected_mass(),
-            ),
-        );
-        self.solve_sides(
-            sides,
-            (&outer_potential, &inner_potential),
-            starts,
-            1.0 + cut,
+        }?;
+        let inner_solved = ratio_groups::minimise(
+            &Side::Inner.program(&inner_potential, &inner_p),
+            side_tolerance,
+            self.max_iterations,
             workspace,
-        )
+        )?;
+        Ok(self.assemble(sides, (outer_solved, inner_solved), 1.0 + cut, workspace))
     }
 }
 
@@ -647,78 +654,39 @@ impl ConvexSolver {
         let outer_potential = WithoutReplacement::new(&outer_q, &inner_q, &[], n);
         let inner_potential = WithoutReplacement::new(&inner_q, &[], &outer_q, n);
         // Newton from theta = 0, a bound of both programs, frees the
-        // tokens off it a few at a time (tens of iterations at full V).
-        let starts = (
-            log_ratio_start(
-                &outer_q,
-                &outer_p,
-                OUTER_BOUNDS,
-                outer_potential.selected_mass(),
-            ),
-            log_ratio_start(
-                &inner_q,
-                &inner_p,
-                INNER_BOUNDS,
-                inner_potential.selected_mass(),
-            ),
-        );
-        self.solve_sides(
-            sides,
-            (&outer_potential, &inner_potential),
-            starts,
-            bound.alpha_star,
-            workspace,
-        )
-    }
-
-    /// The outer program (theta <= 0 outside H, stopped on the excess
-    /// Σ (r - p)+) and the inner one (theta >= 0 on H, stopped on the
-    /// shortfall Σ (p - r)+) of `docs/DESIGN.md` §5, with a scheme's
-    /// potentials, each to half the tolerance from theta = 0; their rule,
-    /// and its summary with `alpha_star` and H (the inner slots).
-    fn solve_sides<P: Potential>(
-        &self,
-        sides: Sides,
-        (outer, inner): (&P, &P),
-        starts: (Vec<f64>, Vec<f64>),
-        alpha_star: f64,
-        workspace: &mut Workspace,
-    ) -> Result<ConvexSolution, ConvexError> {
-        let (outer_start, inner_start) = starts;
-        let mut side = |name, potential: &P, p: &[f64], guess, bounds, stop| {
-            let program = Program {
-                name,
-                potential,
-                p,
-                bounds,
-                stop,
-                reach: REACH,
-            };
+        // tokens off it a few at a time (tens of iterations at full V):
+        // the log-ratio model's start where it is better.
+        let mut solve = |side: Side, potential: &WithoutReplacement, q: &[f64], p: &[f64]| {
+            let program = side.program(potential, p);
+            let guess = log_ratio_start(q, p, program.bounds, potential.selected_mass());
             let start = program.better_start(guess, workspace);
             program.minimise(start, 0.5 * self.tolerance, self.max_iterations, workspace)
         };
-        let outer_solved = side(
-            "outer",
-            outer,
-            sides.outer.1,
-            outer_start,
-            OUTER_BOUNDS,
-            Stop::Excess,
-        )?;
-        let inner_solved = side(
-            "inner",
-            inner,
-            sides.inner.1,
-            inner_start,
-            INNER_BOUNDS,
-            Stop::Shortfall,
-        )?;
+        let outer_solved = solve(Side::Outer, &outer_potential, &outer_q, &outer_p)?;
+        let inner_solved = solve(Side::Inner, &inner_potential, &inner_q, &inner_p)?;
+        Ok(self.assemble(
+            sides,
+            (outer_solved, inner_solved),
+            bound.alpha_star,
+            workspace,
+        ))
+    }
+
+    /// The rule of the outer and inner programs' solutions (`docs/DESIGN.md`
+    /// §5), and its summary with `alpha_star` and H (the inner slots).
+    fn assemble(
+        &self,
+        sides: Sides,
+        (outer, inner): (Solved, Solved),
+        alpha_star: f64,
+        workspace: &mut Workspace,
+    ) -> ConvexSolution {
         let certificate = sides.inner.0.iter().map(|&k| sides.support[k]).collect();
         let (rule, iterations) = Assembly {
             vocabulary: sides.vocabulary,
             tokens: sides.support,
-            outer: (sides.outer.0, outer_solved),
-            inner: (sides.inner.0, inner_solved),
+            outer: (sides.outer.0, outer),
+            inner: (sides.inner.0, inner),
             inner_none: 0.0,
             counting: Counting::PerDraft,
         }
@@ -733,7 +701,7 @@ impl ConvexSolver {
             iterations,
             elapsed: Default::default(),
         };
-        Ok(ConvexSolution { summary, rule })
+        ConvexSolution { summary, rule }
     }
 }
 
@@ -746,101 +714,6 @@ struct Sides<'a> {
     support: Vec<usize>,
     vocabulary: usize,
     p: &'a [f64],
-}
-
-/// Per token, the mean of the drafts' laws.
-fn mean_law(q: &[Vec<f64>]) -> Vec<f64> {
-    let scale = 1.0 / q.len() as f64;
-    (0..q.first().map_or(0, Vec::len))
-        .map(|y| scale * q.iter().map(|law| law[y]).sum::<f64>())
-        .collect()
-}
-
-/// The set H among the prefixes of the tokens by ascending `key` (the
-/// empty one included) that minimises the cut p(H) - Π_i q_i(H), as a
-/// mask, and that minimum: 1 + it bounds alpha* from above (max flow's
-/// cut, `docs/DESIGN.md` §6b).
-fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
-    // Keys beside their tokens: a sort that reads the keys through the
-    // indices would miss the cache at every comparison.
-    let mut order: Vec<(f64, usize)> = key.iter().copied().zip(0..).collect();
-    order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut p_h, mut q_h) = (0.0, vec![0.0; q.len()]);
-    let (mut best, mut length) = (0.0, 0);
-    for (k, &(_, y)) in order.iter().enumerate() {
-        p_h += p[y];
-        q_h.iter_mut().zip(q).for_each(|(m, law)| *m += law[y]);
-        let cut = p_h - q_h.iter().product::<f64>();
-        if cut < best {
-            (best, length) = (cut, k + 1);
-        }
-    }
-    let mut in_h = vec![false; key.len()];
-    order[..length].iter().for_each(|&(_, y)| in_h[y] = true);
-    (in_h, best)
-}
-
-/// An H that minimises the cut p(H) - Π_i q_i(H), searched for
-/// combinatorially, and its cut. Linearising the product at the current
-/// H, a token belongs to H when its p is below the cut's first-order
-/// decrease Σ_i λ_i q_i(y), λ_i = Π_(j≠i) q_j(H) (the i.i.d. rule's H* is
-/// the fixed point of this: p / q below n q(H)^(n-1)); rather than that
-/// threshold, each round takes the best prefix of the tokens by ascending
-/// p / Σ_i λ_i q_i, from H = every token until the prefix repeats. Then
-/// single tokens move in or out while that lowers the cut exactly. Nothing
-/// proves the result optimal: it is checked, as any H is, by the programs
-/// that it starts (`ConvexSolver::solve_independent`).
-fn searched_cut(p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
-    const ROUNDS: usize = 32;
-    let masses = |in_h: &[bool]| -> Vec<f64> { q.iter().map(|law| mass_in(law, in_h)).collect() };
-    let mut in_h = vec![true; p.len()];
-    for _ in 0..ROUNDS {
-        let mass = masses(&in_h);
-        let lambda: Vec<f64> = (0..q.len()).map(|i| product_without(&mass, &[i])).collect();
-        let order: Vec<f64> = (0..p.len())
-            .map(|y| {
-                let decrease: f64 = q.iter().zip(&lambda).map(|(law, l)| l * law[y]).sum();
-                p[y] / decrease
-            })
-            .collect();
-        let (next, _) = best_prefix_cut(&order, p, q);
-        if next == in_h {
-            break;
-        }
-        in_h = next;
-    }
-    // Single moves, each a token's exact change of the cut, taken where it
-    // is a decrease beyond rounding.
-    const LOWER: f64 = 1e-15;
-    let mut mass = masses(&in_h);
-    for _ in 0..ROUNDS {
-        let mut moved = false;
-        for y in 0..p.len() {
-            let sign = if in_h[y] { -1.0 } else { 1.0 };
-            let now: f64 = mass.iter().product();
-            let after: f64 = (mass.iter().zip(q))
-                .map(|(m, law)| m + sign * law[y])
-                .product();
-            if sign * p[y] - (after - now) < -LOWER {
-                in_h[y] = !in_h[y];
-                (mass.iter_mut().zip(q)).for_each(|(m, law)| *m += sign * law[y]);
-                moved = true;
-            }
-        }
-        if !moved {
-            break;
-        }
-    }
-    let cut = mass_in(p, &in_h) - masses(&in_h).iter().product::<f64>();
-    (in_h, cut)
-}
-
-/// Σ x over the tokens in H.
-fn mass_in(x: &[f64], in_h: &[bool]) -> f64 {
-    (x.iter().zip(in_h))
-        .filter(|&(_, &inside)| inside)
-        .map(|(x, _)| x)
-        .sum()
 }
 
 /// The tokens of positive draft probability, ascending, in one pass over

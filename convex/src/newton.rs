@@ -35,13 +35,16 @@ pub(crate) trait Potential: Sync {
     /// The potential at theta; large vectors come from `workspace`.
     fn evaluate(&self, theta: &[f64], workspace: &mut Workspace) -> Evaluation<Self::Hessian>;
     /// A descent direction from `at`: Newton's (or close to it) in the free
-    /// variables, zero on those `held` at a bound by their gradient.
+    /// variables, zero on those `held` at a bound by their gradient. An
+    /// iterative solve may stop once the gradient its model predicts after
+    /// the step is within `enough` in l1 norm.
     fn direction(
         &self,
         theta: &[f64],
         at: &Evaluation<Self::Hessian>,
         gradient: &[f64],
         held: &[bool],
+        enough: f64,
         workspace: &mut Workspace,
     ) -> Vec<f64>;
     /// Whether the potential's gradient is unchanged along theta + t·1
@@ -53,6 +56,10 @@ pub(crate) trait Potential: Sync {
     }
 }
 
+/// The share of a program's tolerance that the quadratic model may leave
+/// of the gradient after a Newton step (`Potential::direction`): the rest
+/// is for the model's error and the held variables.
+const MODEL_SHARE: f64 = 0.25;
 /// Conjugate-gradient iterations per Newton direction.
 const CG_ITERATIONS: usize = 50;
 /// The least relative residual at which conjugate gradients stop.
@@ -71,13 +78,17 @@ const RIDGE: f64 = 1e-12;
 /// model, so an early stop still gives a descent direction. The scale of
 /// the ridge is that of r, which bounds the Hessian's entries: where the
 /// Hessian vanishes (one draft: r = q whatever theta) the direction is the
-/// gradient over the ridge, which the iteration clips.
+/// gradient over the ridge, which the iteration clips. The iteration
+/// stops at the forcing term's relative residual, or where the residual,
+/// the gradient that the quadratic model predicts after the step, is
+/// within `enough` in l1 norm: the program's stop rule needs no more.
 pub(crate) fn newton_by_conjugate_gradients(
     hessian_times: impl Fn(&[f64]) -> Vec<f64>,
     diagonal: &[f64],
     marginal: &[f64],
     gradient: &[f64],
     held: &[bool],
+    enough: f64,
 ) -> Vec<f64> {
     let size = gradient.len();
     let free = |y: usize| !held[y];
@@ -131,7 +142,9 @@ pub(crate) fn newton_by_conjugate_gradients(
             .iter_mut()
             .zip(&hs)
             .for_each(|(r, h)| *r -= step * h);
-        if dot(&residual, &residual).sqrt() <= forcing * start {
+        if dot(&residual, &residual).sqrt() <= forcing * start
+            || residual.iter().map(|r| r.abs()).sum::<f64>() <= enough
+        {
             break;
         }
         z = residual
@@ -293,9 +306,14 @@ impl<P: Potential> Program<'_, P> {
             } else {
                 gradient.clone()
             };
-            let mut direction =
-                self.potential
-                    .direction(&theta, &current.1, &system_gradient, &active, workspace);
+            let mut direction = self.potential.direction(
+                &theta,
+                &current.1,
+                &system_gradient,
+                &active,
+                MODEL_SHARE * tolerance,
+                workspace,
+            );
             if flat {
                 self.recentre(&theta, &mut direction, &active);
             }

@@ -14,11 +14,20 @@
 //! the vocabulary has 10^5. Its solution, interpolated in the ratio between
 //! neighbouring groups, is within about the squared relative width of a
 //! group of the optimum, where Newton converges in one or two steps.
+//!
+//! Drafts from n different laws (module `independent`) have `r_y = Σ_i
+//! q_i(y) g_i(theta_y)`: a free theta_y solves `Σ_i s_i(y) g_i(theta_y) =
+//! p_y / q(y)`, q = Σ_i q_i and s_i = q_i / q its shares, so the weights
+//! are a function of the ratio p / q and the shares, and the groups are
+//! cells of both: a ratio's group split by shares quantized to
+//! 2^(bits - 1) levels, each level moving the left side by at most
+//! 2^(1 - bits) of its largest g_i (the shares sum to 1).
 
 use mdsd_core::powi_count;
 use rayon::prelude::*;
 
-use crate::newton::{Program, REACH, Solved};
+use crate::independent::Independent;
+use crate::newton::{Potential, Program, REACH, Solved};
 use crate::selection::Selectable;
 use crate::thresholds::{GROUPED_START_FROM, TOKENS_PER_TASK};
 use crate::{ConvexError, Workspace};
@@ -29,18 +38,81 @@ const GROUP_BITS: u32 = 6;
 const COARSENING: u32 = 2;
 /// A grouping pays only if it divides the tokens by at least this.
 const SHRINK: usize = 2;
+/// Most cells of a grouping's table (ratios x shares): past it, the
+/// shares' levels are fewer.
+const MOST_CELLS: usize = 1 << 20;
 /// Most passes of `model_start`'s root search (see there).
 const MODEL_START_PASSES: usize = 100;
 /// Ratios are clamped to [2^-64, 2^64]: p = 0 joins the lowest group.
 const RATIO_FLOOR: f64 = 5.421_010_862_427_522e-20;
 const RATIO_CEILING: f64 = 1.844_674_407_370_955_2e19;
 
+/// A potential whose program can be solved over groups of tokens: its
+/// draft laws on the tokens, and the same potential over other tokens.
+pub(crate) trait Groupable: Potential {
+    type Over<'b>: Groupable
+    where
+        Self: 'b;
+    /// Each draft law's q on the program's tokens (one for i.i.d. drafts).
+    fn laws(&self) -> Vec<&[f64]>;
+    /// This potential over tokens whose laws are `laws`.
+    fn over<'b>(&'b self, laws: &'b [Vec<f64>]) -> Self::Over<'b>;
+    /// P(S > 0), the total of r whatever theta.
+    fn selected_mass(&self) -> f64;
+}
+
+impl Groupable for Selectable<'_> {
+    type Over<'b>
+        = Selectable<'b>
+    where
+        Self: 'b;
+
+    fn laws(&self) -> Vec<&[f64]> {
+        vec![self.q]
+    }
+
+    fn over<'b>(&'b self, laws: &'b [Vec<f64>]) -> Selectable<'b> {
+        Selectable {
+            q: &laws[0],
+            ..*self
+        }
+    }
+
+    fn selected_mass(&self) -> f64 {
+        let q: f64 = self.q.iter().sum();
+        powi_count(self.base + q, self.n) - powi_count(self.base, self.n)
+    }
+}
+
+impl Groupable for Independent<'_> {
+    type Over<'b>
+        = Independent<'b>
+    where
+        Self: 'b;
+
+    fn laws(&self) -> Vec<&[f64]> {
+        self.q.iter().map(Vec::as_slice).collect()
+    }
+
+    fn over<'b>(&'b self, laws: &'b [Vec<f64>]) -> Independent<'b> {
+        Independent {
+            q: laws,
+            base: self.base,
+            flat: self.flat,
+        }
+    }
+
+    fn selected_mass(&self) -> f64 {
+        Independent::selected_mass(self)
+    }
+}
+
 /// Minimises `program`, from the solution of a grouped program when it is
 /// large, itself solved the same way with coarser groups: each level
 /// starts Newton close enough for one or two steps, and only the coarsest
 /// starts from `model_start`.
-pub(crate) fn minimise(
-    program: &Program<Selectable>,
+pub(crate) fn minimise<P: Groupable>(
+    program: &Program<P>,
     tolerance: f64,
     max_iterations: usize,
     workspace: &mut Workspace,
@@ -54,8 +126,8 @@ pub(crate) fn minimise(
     )
 }
 
-fn minimise_from(
-    program: &Program<Selectable>,
+fn minimise_from<P: Groupable>(
+    program: &Program<P>,
     bits: Option<u32>,
     tolerance: f64,
     max_iterations: usize,
@@ -70,52 +142,93 @@ fn minimise_from(
     Ok(solved)
 }
 
-/// The solution of the program over groups of ratios with `bits` mantissa
-/// bits, interpolated to every token of `program`, and the Newton
-/// iterations spent on it (at every level); `None` when grouping
-/// does not shrink the program or the grouped program fails (Newton then
-/// starts from `model_start`).
-fn warm_start(
-    program: &Program<Selectable>,
+/// Each token's group at one level: the key of its ratio p / q (q = Σ_i
+/// q_i) among `ratios` consecutive keys from `first_ratio`, and of its
+/// shares' levels, the shares' index times `ratios` plus the ratio's, so
+/// that groups of one share cell follow each other in ratio order.
+struct Cells<'a> {
+    laws: Vec<&'a [f64]>,
+    shift: u32,
+    first_ratio: u64,
+    ratios: usize,
+    levels: usize,
+}
+
+impl Cells<'_> {
+    /// The ratio p / q of token y, and its cell.
+    fn of(&self, p: f64, y: usize) -> (f64, usize) {
+        let q: f64 = self.laws.iter().map(|law| law[y]).sum();
+        let ratio = p / q;
+        let key =
+            (ratio.clamp(RATIO_FLOOR, RATIO_CEILING).to_bits() >> self.shift) - self.first_ratio;
+        let mut shares = 0;
+        for law in &self.laws[..self.laws.len() - 1] {
+            let level = ((law[y] / q) * self.levels as f64) as usize;
+            shares = shares * self.levels + level.min(self.levels - 1);
+        }
+        (ratio, shares * self.ratios + key as usize)
+    }
+
+    fn count(&self) -> usize {
+        self.ratios * self.levels.pow(self.laws.len() as u32 - 1)
+    }
+}
+
+/// The solution of the program over groups with `bits` mantissa bits of
+/// the ratio (and `bits - 1` of each share), interpolated to every token
+/// of `program`, and the Newton iterations spent on it (at every level);
+/// `None` when grouping does not shrink the program or the grouped
+/// program fails (Newton then starts from `model_start`).
+fn warm_start<P: Groupable>(
+    program: &Program<P>,
     bits: u32,
     tolerance: f64,
     max_iterations: usize,
     workspace: &mut Workspace,
 ) -> Option<(Vec<f64>, usize)> {
-    let (q, p) = (program.potential.q, program.p);
+    let (laws, p) = (program.potential.laws(), program.p);
     // For positive floats the bit pattern increases with the value: its
     // exponent and top mantissa bits number the groups in ratio order.
     let shift = 52 - bits;
-    let first_key = RATIO_FLOOR.to_bits() >> shift;
-    let groups = ((RATIO_CEILING.to_bits() >> shift) - first_key + 1) as usize;
-    let key = |p: f64, q: f64| {
-        let ratio = (p / q).clamp(RATIO_FLOOR, RATIO_CEILING);
-        ((ratio.to_bits() >> shift) - first_key) as u32
-    };
-    // Keys are computed again for the interpolation below rather than kept:
-    // a division and a shift cost less than writing and reading a vector of
-    // the program's size.
-    let mut group_q = vec![0.0; groups];
-    let mut group_p = vec![0.0; groups];
-    for (&q, &p) in q.iter().zip(p) {
-        let k = key(p, q) as usize;
-        group_q[k] += q;
-        group_p[k] += p;
+    let first_ratio = RATIO_FLOOR.to_bits() >> shift;
+    let ratios = ((RATIO_CEILING.to_bits() >> shift) - first_ratio + 1) as usize;
+    let mut levels: usize = 1 << bits.saturating_sub(1);
+    while laws.len() > 1 && levels > 1 && ratios * levels.pow(laws.len() as u32 - 1) > MOST_CELLS {
+        levels /= 2;
     }
-    let occupied: Vec<usize> = (0..groups).filter(|&k| group_q[k] > 0.0).collect();
-    if occupied.len() * SHRINK > q.len() {
+    let cells = Cells {
+        shift,
+        first_ratio,
+        ratios,
+        levels: if laws.len() > 1 { levels } else { 1 },
+        laws,
+    };
+    // Cells are computed again for the interpolation below rather than
+    // kept: a division and a shift cost less than writing and reading a
+    // vector of the program's size.
+    let mut group_q = vec![vec![0.0; cells.count()]; cells.laws.len()];
+    let mut group_p = vec![0.0; cells.count()];
+    for (y, &p) in p.iter().enumerate() {
+        let (_, k) = cells.of(p, y);
+        group_p[k] += p;
+        (group_q.iter_mut().zip(&cells.laws)).for_each(|(group, law)| group[k] += law[y]);
+    }
+    let occupied: Vec<usize> = (0..cells.count())
+        .filter(|&k| group_q.iter().any(|group| group[k] > 0.0))
+        .collect();
+    if occupied.len() * SHRINK > p.len() {
         return None;
     }
-    let mut index = vec![usize::MAX; groups];
+    let mut index = vec![usize::MAX; cells.count()];
     occupied.iter().enumerate().for_each(|(i, &k)| index[k] = i);
-    let grouped_q: Vec<f64> = occupied.iter().map(|&k| group_q[k]).collect();
+    let grouped_laws: Vec<Vec<f64>> = (group_q.iter())
+        .map(|group| occupied.iter().map(|&k| group[k]).collect())
+        .collect();
     let grouped_p: Vec<f64> = occupied.iter().map(|&k| group_p[k]).collect();
+    let grouped_potential = program.potential.over(&grouped_laws);
     let grouped = Program {
         name: program.name,
-        potential: &Selectable {
-            q: &grouped_q,
-            ..*program.potential
-        },
+        potential: &grouped_potential,
         p: &grouped_p,
         bounds: program.bounds,
         stop: program.stop,
@@ -133,27 +246,26 @@ fn warm_start(
     .ok()?;
 
     // A group's weight belongs to its mean ratio Σ p / Σ q; a token's is
-    // interpolated linearly in the ratio towards the neighbouring group on
-    // its side.
+    // interpolated linearly in the ratio towards the neighbouring group
+    // of its share cell on its side.
     let theta = &grouped.theta;
-    let centre: Vec<f64> = grouped_p
-        .iter()
-        .zip(&grouped_q)
-        .map(|(p, q)| p / q)
+    let centre: Vec<f64> = (0..occupied.len())
+        .map(|i| grouped_p[i] / grouped_laws.iter().map(|law| law[i]).sum::<f64>())
         .collect();
+    let share_cell = |i: usize| occupied[i] / cells.ratios;
     let mut start = workspace.take(p.len());
     p.par_iter()
-        .zip(q)
+        .enumerate()
         .with_min_len(TOKENS_PER_TASK)
-        .map(|(&p, &q)| {
-            let i = index[key(p, q) as usize];
-            let rho = p / q;
+        .map(|(y, &p)| {
+            let (rho, k) = cells.of(p, y);
+            let i = index[k];
             let neighbour = if rho >= centre[i] {
                 i + 1
             } else {
                 i.wrapping_sub(1)
             };
-            if neighbour >= theta.len() {
+            if neighbour >= theta.len() || share_cell(neighbour) != share_cell(i) {
                 return theta[i];
             }
             let t = (rho - centre[i]) / (centre[neighbour] - centre[i]);
@@ -164,20 +276,27 @@ fn warm_start(
 }
 
 /// A start from the model r_y = q_y g0 e^(theta_y) (the selection law of a
-/// token of small q, whose weight scales its share), clipped to the box:
-/// theta_y = clamp(ln(p_y / (q_y g0)), lo, hi), which makes r_y = p_y for
-/// the free tokens, with g0 such that the model's r sums to the program's
-/// total, P(S > 0) = (base + Σ q)^n - base^n (r is the law of the selected
-/// token, whatever the weights). On real rows the optimum follows it to a
-/// few hundredths in theta, except for the few tokens of large q, whose r
-/// saturates, and it finds the tokens at the bound (a prefix of the ratio
-/// order) at once, where from theta = 0 Newton frees them a few at a time
-/// (`convex_grid` reports the iterations).
-fn model_start(program: &Program<Selectable>) -> Vec<f64> {
-    let (base, n) = (program.potential.base, program.potential.n);
-    let q = program.potential.q;
-    let total = powi_count(base + q.iter().sum::<f64>(), n) - powi_count(base, n);
-    log_ratio_start(q, program.p, program.bounds, total)
+/// token of small q, whose weight scales its share; q = Σ_i q_i for
+/// several laws), clipped to the box: theta_y = clamp(ln(p_y / (q_y
+/// g0)), lo, hi), which makes r_y = p_y for the free tokens, with g0 such
+/// that the model's r sums to the program's total, P(S > 0) (r is the law
+/// of the selected token, whatever the weights). On real rows the optimum
+/// follows it to a few hundredths in theta, except for the few tokens of
+/// large q, whose r saturates, and it finds the tokens at the bound (a
+/// prefix of the ratio order) at once, where from theta = 0 Newton frees
+/// them a few at a time (`convex_grid` reports the iterations).
+fn model_start<P: Groupable>(program: &Program<P>) -> Vec<f64> {
+    let laws = program.potential.laws();
+    let total = program.potential.selected_mass();
+    match laws.as_slice() {
+        [q] => log_ratio_start(q, program.p, program.bounds, total),
+        _ => {
+            let q: Vec<f64> = (0..program.p.len())
+                .map(|y| laws.iter().map(|law| law[y]).sum())
+                .collect();
+            log_ratio_start(&q, program.p, program.bounds, total)
+        }
+    }
 }
 
 /// `model_start` for any draft scheme: the clipped log-ratio model whose r
@@ -290,5 +409,58 @@ mod tests {
             let model: f64 = start.iter().zip(&q).map(|(t, q)| q * g0 * t.exp()).sum();
             assert!((model - total).abs() <= 1e-6 * total, "{model} vs {total}");
         }
+    }
+
+    /// A program of drafts from two laws (one draft's logits at
+    /// temperatures 0.7 and 1.3) over 20000 tokens, large enough to be
+    /// grouped by ratio and shares: the grouped start is taken, and Newton
+    /// from it meets the tolerance (the projected gradient's l1 norm) with
+    /// the r that Newton reaches from the model's start, to twice the
+    /// tolerance in l1 (each r is within it of p on the free tokens).
+    #[test]
+    fn independent_drafts_start_from_groups() {
+        let v = 20_000;
+        // Quasi-random logits (golden-ratio sequences) spread over 14 nats.
+        let logit = |y: usize, spin: f64| -14.0 * (y as f64 * spin).fract();
+        let softmax = |x: Vec<f64>| {
+            let total: f64 = x.iter().map(|x| x.exp()).sum();
+            x.iter().map(|x| x.exp() / total).collect::<Vec<f64>>()
+        };
+        let draft: Vec<f64> = (0..v).map(|y| logit(y, 0.618_033_988_7)).collect();
+        let laws = vec![
+            softmax(draft.iter().map(|l| l / 0.7).collect()),
+            softmax(draft.iter().map(|l| l / 1.3).collect()),
+        ];
+        let potential = Independent {
+            q: &laws,
+            base: &[0.0, 0.0],
+            flat: true,
+        };
+        // The target's logits the draft's within a nat (the shared rows'
+        // draft is a smaller model of the same family).
+        let p = softmax(
+            (0..v)
+                .map(|y| draft[y] - logit(y, 0.754_877_666_2) / 14.0)
+                .collect(),
+        );
+        let program = Program {
+            name: "test",
+            potential: &potential,
+            p: &p,
+            bounds: (0.0, 40.0),
+            stop: Stop::ProjectedGradient,
+            reach: REACH,
+        };
+        let tolerance = 1e-8;
+        let mut workspace = Workspace::new();
+        assert!(warm_start(&program, GROUP_BITS, tolerance, 100, &mut workspace).is_some());
+        let grouped = minimise(&program, tolerance, 100, &mut workspace).unwrap();
+        let direct = program
+            .minimise(model_start(&program), tolerance, 100, &mut workspace)
+            .unwrap();
+        let apart: f64 = (grouped.marginal.iter().zip(&direct.marginal))
+            .map(|(a, b)| (a - b).abs())
+            .sum();
+        assert!(apart <= 2.0 * tolerance, "r apart by {apart:e}");
     }
 }

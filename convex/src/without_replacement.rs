@@ -882,6 +882,7 @@ impl Potential for WithoutReplacement<'_> {
         at: &Evaluation<Self::Hessian>,
         gradient: &[f64],
         held: &[bool],
+        enough: f64,
         _workspace: &mut Workspace,
     ) -> Vec<f64> {
         let base = self.integrals(theta, theta, Grid::Coarse, false).marginal;
@@ -895,7 +896,7 @@ impl Potential for WithoutReplacement<'_> {
             let moved = self.integrals(&point, theta, Grid::Coarse, false).marginal;
             moved.iter().zip(&base).map(|(a, b)| (a - b) / h).collect()
         };
-        newton_by_conjugate_gradients(product, &at.hessian.1, &at.marginal, gradient, held)
+        newton_by_conjugate_gradients(product, &at.hessian.1, &at.marginal, gradient, held, enough)
     }
 
     fn flat_along_ones(&self) -> bool {

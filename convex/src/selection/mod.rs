@@ -27,13 +27,15 @@ impl Potential for Selectable<'_> {
     }
 
     /// Token by token below `BUCKETED_FROM` tokens, through buckets of
-    /// theta above.
+    /// theta above; a direct solve (Woodbury's identity), whatever
+    /// `enough`.
     fn direction(
         &self,
         theta: &[f64],
         at: &Evaluation<Nodes>,
         gradient: &[f64],
         held: &[bool],
+        _enough: f64,
         workspace: &mut Workspace,
     ) -> Vec<f64> {
         let grouped = self.q.len() >= BUCKETED_FROM;

@@ -1,0 +1,255 @@
+//! The cut p(H) - Π_i q_i(H) of independent drafts (`docs/DESIGN.md` §6b,
+//! "Finding H without a closed form"): its best prefix in an order of the
+//! tokens, and the combinatorial search for the H that minimises it.
+
+use crate::independent::product_without;
+
+/// Keys fall into buckets by the top bits of their order-preserving bit
+/// pattern: the sign, the exponent and BUCKET_MANTISSA_BITS of mantissa
+/// (positive keys a bucket of relative width 2^-BUCKET_MANTISSA_BITS).
+const BUCKET_MANTISSA_BITS: u32 = 2;
+const BUCKET_SHIFT: u32 = 52 - BUCKET_MANTISSA_BITS;
+const BUCKETS: usize = 1 << (64 - BUCKET_SHIFT);
+
+/// The bits of x as an integer in the order of `f64::total_cmp`.
+fn ordered_bits(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+fn bucket_of(key: f64) -> usize {
+    (ordered_bits(key) >> BUCKET_SHIFT) as usize
+}
+
+/// The set H among the prefixes of the tokens by ascending `key` (ties by
+/// index; the empty prefix included) that minimises the cut p(H) - Π_i
+/// q_i(H), as a mask, and that minimum: 1 + it bounds alpha* from above
+/// (max flow's cut, `docs/DESIGN.md` §6b).
+///
+/// Sorting every token costs more than the rest of a round of the search
+/// at full vocabulary, and the prefixes that can win are few: with the
+/// tokens in buckets of keys, the cut at each bucket's end comes from the
+/// buckets' sums, and a prefix that ends inside bucket b, after the sums
+/// P, Q_i of the buckets before it, has a cut at least P - Π_i (Q_i +
+/// q_i(b)) (p only adds, and the product grows in each q_i). Only the
+/// buckets whose bound is below the best end of a bucket are sorted and
+/// scanned token by token.
+pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
+    let n = q.len();
+    // Per bucket: Σ p, then Σ q_i, in one row of n + 1.
+    let mut sums = vec![0.0; BUCKETS * (n + 1)];
+    for (y, &k) in key.iter().enumerate() {
+        let row = &mut sums[bucket_of(k) * (n + 1)..][..n + 1];
+        row[0] += p[y];
+        (row[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
+    }
+    let occupied: Vec<usize> = (0..BUCKETS)
+        .filter(|&b| sums[b * (n + 1)..][..n + 1].iter().any(|&x| x != 0.0))
+        .collect();
+    // The masses before each occupied bucket, and the best end of one.
+    let mut before = Vec::with_capacity(occupied.len());
+    let mut running = vec![0.0; n + 1];
+    let mut best = (0.0, Prefix::Empty);
+    for &b in &occupied {
+        before.push(running.clone());
+        let row = &sums[b * (n + 1)..][..n + 1];
+        running.iter_mut().zip(row).for_each(|(m, x)| *m += x);
+        let cut = running[0] - running[1..].iter().product::<f64>();
+        if cut < best.0 {
+            best = (cut, Prefix::Through(b));
+        }
+    }
+    let refined: Vec<bool> = {
+        let mut refined = vec![false; BUCKETS];
+        for (&b, before) in occupied.iter().zip(&before) {
+            let row = &sums[b * (n + 1)..][..n + 1];
+            let least: f64 = (before[1..].iter().zip(&row[1..]))
+                .map(|(m, x)| m + x)
+                .product();
+            refined[b] = before[0] - least < best.0;
+        }
+        refined
+    };
+    let mut inside: Vec<(f64, usize)> = (key.iter().copied().zip(0..))
+        .filter(|&(k, _)| refined[bucket_of(k)])
+        .collect();
+    inside.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut at = 0;
+    for (&b, before) in occupied.iter().zip(&before) {
+        if !refined[b] {
+            continue;
+        }
+        let mut masses = before.clone();
+        while at < inside.len() && bucket_of(inside[at].0) == b {
+            let y = inside[at].1;
+            masses[0] += p[y];
+            (masses[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
+            let cut = masses[0] - masses[1..].iter().product::<f64>();
+            if cut < best.0 {
+                best = (cut, Prefix::Within(b, inside[at]));
+            }
+            at += 1;
+        }
+    }
+    let in_h = (key.iter().zip(0..))
+        .map(|(&k, y)| match best.1 {
+            Prefix::Empty => false,
+            Prefix::Through(b) => bucket_of(k) <= b,
+            Prefix::Within(b, (last, token)) => {
+                let bucket = bucket_of(k);
+                bucket < b || (bucket == b && k.total_cmp(&last).then(y.cmp(&token)).is_le())
+            }
+        })
+        .collect();
+    (in_h, best.0)
+}
+
+/// Where the best prefix ends: nowhere, with a whole bucket, or at a
+/// token (its key and index) inside one.
+#[derive(Clone, Copy)]
+enum Prefix {
+    Empty,
+    Through(usize),
+    Within(usize, (f64, usize)),
+}
+
+/// An H that minimises the cut p(H) - Π_i q_i(H), searched for
+/// combinatorially, and its cut. Linearising the product at the current
+/// H, a token belongs to H when its p is below the cut's first-order
+/// decrease Σ_i λ_i q_i(y), λ_i = Π_(j≠i) q_j(H) (the i.i.d. rule's H* is
+/// the fixed point of this: p / q below n q(H)^(n-1)); rather than that
+/// threshold, each round takes the best prefix of the tokens by ascending
+/// p / Σ_i λ_i q_i, from H = every token until the prefix repeats. Then
+/// single tokens move in or out while that lowers the cut exactly. Nothing
+/// proves the result optimal: it is checked, as any H is, by the programs
+/// that it starts (`ConvexSolver::solve_independent`).
+pub(crate) fn searched_cut(p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
+    const ROUNDS: usize = 32;
+    let masses = |in_h: &[bool]| -> Vec<f64> { q.iter().map(|law| mass_in(law, in_h)).collect() };
+    let mut in_h = vec![true; p.len()];
+    for _ in 0..ROUNDS {
+        let mass = masses(&in_h);
+        let lambda: Vec<f64> = (0..q.len()).map(|i| product_without(&mass, &[i])).collect();
+        let order: Vec<f64> = (0..p.len())
+            .map(|y| {
+                let decrease: f64 = q.iter().zip(&lambda).map(|(law, l)| l * law[y]).sum();
+                p[y] / decrease
+            })
+            .collect();
+        let (next, _) = best_prefix_cut(&order, p, q);
+        if next == in_h {
+            break;
+        }
+        in_h = next;
+    }
+    // Single moves, each a token's exact change of the cut, taken where it
+    // is a decrease beyond rounding.
+    const LOWER: f64 = 1e-15;
+    let mut mass = masses(&in_h);
+    for _ in 0..ROUNDS {
+        let mut moved = false;
+        for y in 0..p.len() {
+            let sign = if in_h[y] { -1.0 } else { 1.0 };
+            let now: f64 = mass.iter().product();
+            let after: f64 = (mass.iter().zip(q))
+                .map(|(m, law)| m + sign * law[y])
+                .product();
+            if sign * p[y] - (after - now) < -LOWER {
+                in_h[y] = !in_h[y];
+                (mass.iter_mut().zip(q)).for_each(|(m, law)| *m += sign * law[y]);
+                moved = true;
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    let cut = mass_in(p, &in_h) - masses(&in_h).iter().product::<f64>();
+    (in_h, cut)
+}
+
+/// Σ x over the tokens in H.
+fn mass_in(x: &[f64], in_h: &[bool]) -> f64 {
+    (x.iter().zip(in_h))
+        .filter(|&(_, &inside)| inside)
+        .map(|(x, _)| x)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    /// The prefixes' least cut by sorting every token, as the bucketed
+    /// scan must find it.
+    fn sorted_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> f64 {
+        let mut order: Vec<usize> = (0..key.len()).collect();
+        order.sort_by(|&a, &b| key[a].total_cmp(&key[b]).then(a.cmp(&b)));
+        let (mut p_h, mut q_h, mut best) = (0.0, vec![0.0; q.len()], 0.0f64);
+        for y in order {
+            p_h += p[y];
+            q_h.iter_mut().zip(q).for_each(|(m, law)| *m += law[y]);
+            best = best.min(p_h - q_h.iter().product::<f64>());
+        }
+        best
+    }
+
+    fn normalised(weights: Vec<f64>) -> Vec<f64> {
+        let total: f64 = weights.iter().sum();
+        let scale = if total > 0.0 { 1.0 / total } else { 0.0 };
+        weights.into_iter().map(|w| w * scale).collect()
+    }
+
+    /// Weights with zeros; keys that crowd into few buckets (equal keys of
+    /// both signs, NaN) or spread over many.
+    fn instances() -> impl Strategy<Value = (Vec<f64>, Vec<Vec<f64>>, Vec<f64>, bool)> {
+        let weight = || prop_oneof![Just(0.0), 0.0..1.0f64];
+        let key = prop_oneof![
+            (-2i32..4).prop_map(|k| f64::from(k) * 0.5),
+            -1e3..1e3f64,
+            Just(f64::NAN),
+        ];
+        (1usize..2000, 1usize..4).prop_flat_map(move |(v, n)| {
+            (
+                vec(weight(), v).prop_map(normalised),
+                vec(vec(weight(), v).prop_map(normalised), n),
+                vec(key.clone(), v),
+                any::<bool>(),
+            )
+        })
+    }
+
+    proptest! {
+        /// The bucketed scan finds the sorted scan's least cut (to 1e-12,
+        /// the sums' different order of addition), with keys as given or
+        /// the search's own p / Σ q (NaN where both are 0), and its mask
+        /// is a prefix of the order with that cut.
+        #[test]
+        fn bucketed_prefix_cut_matches_a_full_sort(
+            (p, q, key, ratios) in instances()
+        ) {
+            let key: Vec<f64> = if ratios {
+                (0..p.len()).map(|y| p[y] / q.iter().map(|law| law[y]).sum::<f64>()).collect()
+            } else {
+                key
+            };
+            let (in_h, cut) = best_prefix_cut(&key, &p, &q);
+            let expected = sorted_prefix_cut(&key, &p, &q);
+            prop_assert!((cut - expected).abs() < 1e-12, "{} vs {}", cut, expected);
+            let masses: f64 = q.iter().map(|law| mass_in(law, &in_h)).product();
+            let of_mask = mass_in(&p, &in_h) - masses;
+            prop_assert!((of_mask - cut).abs() < 1e-12, "the mask's cut {} vs {}", of_mask, cut);
+            let last_in = (0..p.len()).filter(|&y| in_h[y]).map(|y| key[y]).max_by(f64::total_cmp);
+            let first_out = (0..p.len()).filter(|&y| !in_h[y]).map(|y| key[y]).min_by(f64::total_cmp);
+            if let (Some(a), Some(b)) = (last_in, first_out) {
+                prop_assert!(a.total_cmp(&b).is_le(), "not a prefix: {} after {}", a, b);
+            }
+        }
+    }
+}
