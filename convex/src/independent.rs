@@ -32,7 +32,7 @@
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
-use crate::selection::{Assignment, STEP, left_tail, nodes};
+use crate::selection::{Assignment, Decays, STEP, left_tail, nodes};
 
 /// The selectable tokens of one side of a problem with independent drafts.
 pub(crate) struct Independent<'a> {
@@ -62,6 +62,8 @@ impl Independent<'_> {
 /// draft's transform phi_i at each node, and the tokens' buckets.
 pub(crate) struct Kernels {
     c: Vec<f64>,
+    /// e^(-a_b c_k) per bucket and node, which every sum shares.
+    decays: Decays,
     /// phi[k][i] = phi_i(c_k).
     phi: Vec<Vec<f64>>,
     /// The buckets of the compact tokens (`Compact`), and each token's
@@ -184,7 +186,7 @@ impl<'a> FreeHessian<'a> {
         let values: Vec<Vec<f64>> = (0..q.len())
             .map(|i| {
                 let kernel = kernels.hessian_kernel(|phi| product_without(phi, &[i]));
-                tokens.smooth(&kernels.c, &kernel, 1.0, 2)
+                tokens.smooth(&kernels.c, &kernel, &kernels.decays, 1, 2)
             })
             .collect();
         Self {
@@ -205,6 +207,7 @@ impl<'a> FreeHessian<'a> {
                 tokens.transform(
                     |z| self.q[j][z] * tokens.weight(z) * v[z],
                     &kernels.c,
+                    &kernels.decays,
                     false,
                 )
             })
@@ -221,7 +224,7 @@ impl<'a> FreeHessian<'a> {
                         STEP * c * c * coupled
                     })
                     .collect();
-                tokens.smooth(&kernels.c, &kernel, 1.0, 2)
+                tokens.smooth(&kernels.c, &kernel, &kernels.decays, 1, 2)
             })
             .collect();
         let cross = per_token(&self.q, &cross);
@@ -241,7 +244,7 @@ impl<'a> FreeHessian<'a> {
         for i in 0..n {
             for j in i + 1..n {
                 let kernel = kernels.hessian_kernel(|phi| product_without(phi, &[i, j]));
-                let values = tokens.smooth(&kernels.c, &kernel, 2.0, 2);
+                let values = tokens.smooth(&kernels.c, &kernel, &kernels.decays, 2, 2);
                 // Both orders of the two drafts.
                 (pairs.iter_mut().zip(values).enumerate())
                     .for_each(|(y, (p, x))| *p += 2.0 * self.q[i][y] * self.q[j][y] * x);
@@ -264,9 +267,10 @@ impl Potential for Independent<'_> {
         let compact = Compact::new(theta, self.q);
         let tokens = Assignment::new(&compact.theta, workspace);
         let c = nodes(&compact.theta, n);
+        let decays = tokens.decays(&c);
         // phi_i - s_i = Σ_y q_i(y) (e^(-a_y c) - 1), without cancellation.
         let shifts: Vec<Vec<f64>> = (compact.q.iter())
-            .map(|law| tokens.transform(|y| law[y], &c, true))
+            .map(|law| tokens.transform(|y| law[y], &c, &decays, true))
             .collect();
         let worlds: Vec<f64> = (0..n)
             .map(|i| self.base[i] + self.q[i].iter().sum::<f64>())
@@ -302,7 +306,7 @@ impl Potential for Independent<'_> {
                 let kernel: Vec<f64> = (c.iter().zip(&phi_at))
                     .map(|(&ck, phi)| STEP * ck * product_without(phi, &[i]))
                     .collect();
-                tokens.smooth(&c, &kernel, 1.0, 1)
+                tokens.smooth(&c, &kernel, &decays, 1, 1)
             })
             .collect();
         let marginal = (0..theta.len())
@@ -316,6 +320,7 @@ impl Potential for Independent<'_> {
             .collect();
         let kernels = Kernels {
             c,
+            decays,
             phi: phi_at,
             tokens,
             row: compact.row,

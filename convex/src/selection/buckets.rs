@@ -33,6 +33,26 @@ pub(crate) struct Assignment {
     occupied: Vec<usize>,
 }
 
+/// e^(-a_b c_k) for each occupied slot b of an assignment and each node k
+/// from the first while a_b c_k <= NEGLIGIBLE: the exponentials that all
+/// transforms and smooths of the assignment, and of its restrictions, at
+/// the same nodes share (e^(-2 a c) is the square). An evaluation of
+/// drafts from n laws makes 2n such sums, and each product of its Newton
+/// direction 2n more: computed once, the exponential leaves each pair of
+/// bucket and node a polynomial's worth of work.
+pub(crate) struct Decays {
+    /// Per slot, where its decays start in `values`; they end where the
+    /// next slot's start.
+    start: Vec<usize>,
+    values: Vec<f64>,
+}
+
+impl Decays {
+    fn of(&self, slot: usize) -> &[f64] {
+        &self.values[self.start[slot]..self.start[slot + 1]]
+    }
+}
+
 impl Assignment {
     pub fn new(theta: &[f64], workspace: &mut Workspace) -> Self {
         // floor(t / BUCKET) by truncation of a positive number (|theta| <=
@@ -86,6 +106,11 @@ impl Assignment {
         &self.occupied
     }
 
+    /// The decays of the occupied slots at the nodes `c` (ascending).
+    pub fn decays(&self, c: &[f64]) -> Decays {
+        decays(&self.occupied, &self.centre, c)
+    }
+
     /// a_y = e^(theta_y) = a_b (1 + δ_y).
     pub fn weight(&self, y: usize) -> f64 {
         self.centre[self.slot[y] as usize] * (1.0 + self.delta[y])
@@ -116,18 +141,34 @@ impl Assignment {
         &self,
         w: impl Fn(usize) -> f64 + Sync,
         c: &[f64],
+        decays: &Decays,
         minus_one: bool,
     ) -> Vec<f64> {
         let moments = self.series_moments(w);
-        transform_moments(&self.occupied, &self.centre, &moments, c, minus_one)
+        transform_moments(&self.occupied, &self.centre, &moments, c, decays, minus_one)
     }
 
-    /// Per token y, `Σ_k kernel_k e^(-m a_y c_k)` (m = `multiplier`) plus
-    /// the rule's infinite left end, where the kernel grows like
+    /// Per token y, `Σ_k kernel_k e^(-m a_y c_k)` (m = `multiplier`, 1 or
+    /// 2) plus the rule's infinite left end, where the kernel grows like
     /// c^`growth` and e^(-m a c) = 1: node sums per bucket, a polynomial in
     /// δ per token.
-    pub fn smooth(&self, c: &[f64], kernel: &[f64], multiplier: f64, growth: i32) -> Vec<f64> {
-        let tables = bucket_tables(&self.occupied, &self.centre, c, kernel, multiplier, growth);
+    pub fn smooth(
+        &self,
+        c: &[f64],
+        kernel: &[f64],
+        decays: &Decays,
+        multiplier: i32,
+        growth: i32,
+    ) -> Vec<f64> {
+        let tables = bucket_tables(
+            &self.occupied,
+            &self.centre,
+            c,
+            kernel,
+            decays,
+            multiplier,
+            growth,
+        );
         let mut index = vec![usize::MAX; self.centre.len()];
         (self.occupied.iter().enumerate()).for_each(|(i, &s)| index[s] = i);
         (self.slot.par_iter().zip(self.delta.par_iter()))
@@ -196,14 +237,21 @@ impl Buckets {
 
     /// phi(c_k) - base = Σ_b e^(-x) Σ_j x^j moments_(b,j), x = a_b c_k,
     /// over nodes with x <= NEGLIGIBLE (the rest is below e^-60 q).
-    pub(crate) fn drafted(&self, c: &[f64]) -> Vec<f64> {
+    pub(crate) fn drafted(&self, c: &[f64], decays: &Decays) -> Vec<f64> {
         transform_moments(
             &self.occupied(),
             &self.tokens.centre,
             &self.moments,
             c,
+            decays,
             false,
         )
+    }
+
+    /// The decays of the occupied slots at the nodes `c`, which `drafted`
+    /// and `marginal` share.
+    pub(crate) fn decays(&self, c: &[f64]) -> Decays {
+        decays(&self.occupied(), &self.tokens.centre, c)
     }
 
     /// r_y = n q_y a_y Σ_j δ_y^j T_(b,j) with T_(b,j) = (-1)^j / j! Σ_k
@@ -215,10 +263,11 @@ impl Buckets {
         n: usize,
         c: &[f64],
         kernel: &[f64],
+        decays: &Decays,
         workspace: &mut Workspace,
     ) -> Vec<f64> {
         let occupied = self.occupied();
-        let tables = bucket_tables(&occupied, &self.tokens.centre, c, kernel, 1.0, 1);
+        let tables = bucket_tables(&occupied, &self.tokens.centre, c, kernel, decays, 1, 1);
         let mut index = vec![usize::MAX; self.moments.len()];
         occupied.iter().enumerate().for_each(|(i, &s)| index[s] = i);
         let scale = n as f64;
@@ -244,6 +293,30 @@ fn occupied_slots(slot: &[u32], slots: usize) -> Vec<usize> {
     (0..slots).filter(|&s| filled[s]).collect()
 }
 
+/// The decays (`Decays`) of the `occupied` slots of centres `centre` at
+/// the ascending nodes `c`.
+fn decays(occupied: &[usize], centre: &[f64], c: &[f64]) -> Decays {
+    let mut start = vec![0; centre.len() + 1];
+    for &s in occupied {
+        start[s + 1] = c.partition_point(|&ck| centre[s] * ck <= NEGLIGIBLE);
+    }
+    for s in 0..centre.len() {
+        start[s + 1] += start[s];
+    }
+    let mut values = vec![0.0; start[centre.len()]];
+    let mut rows: Vec<(usize, &mut [f64])> = Vec::with_capacity(occupied.len());
+    let mut rest = values.as_mut_slice();
+    for &s in occupied {
+        let (row, after) = rest.split_at_mut(start[s + 1] - start[s]);
+        rows.push((s, row));
+        rest = after;
+    }
+    rows.par_iter_mut().for_each(|(s, row)| {
+        (row.iter_mut().zip(c)).for_each(|(value, &ck)| *value = (-centre[*s] * ck).exp());
+    });
+    Decays { start, values }
+}
+
 /// `Σ_b e^(-x) Σ_j x^j moments_(b,j)` (x = a_b c_k) at every node, over
 /// the `occupied` slots and nodes with x <= NEGLIGIBLE (the rest is below
 /// e^-60 of the weights), or with e^(-x) - 1 for the term j = 0 when
@@ -254,6 +327,7 @@ fn transform_moments(
     centre: &[f64],
     moments: &[[f64; ORDER]],
     c: &[f64],
+    decays: &Decays,
     minus_one: bool,
 ) -> Vec<f64> {
     occupied
@@ -262,22 +336,22 @@ fn transform_moments(
             || vec![0.0; c.len()],
             |mut sums, &s| {
                 let coefficients = &moments[s];
-                for (sum, &ck) in sums.iter_mut().zip(c) {
+                let decay = decays.of(s);
+                for ((sum, &ck), &e) in sums.iter_mut().zip(c).zip(decay) {
                     let x = centre[s] * ck;
-                    if x > NEGLIGIBLE {
-                        if minus_one {
-                            *sum -= coefficients[0];
-                            continue;
-                        }
-                        break;
-                    }
                     // Σ_(j>=1) x^j moments_j, apart from the term j = 0.
                     let tail = x * (coefficients[1..].iter().rev()).fold(0.0, |acc, m| acc * x + m);
                     *sum += if minus_one {
-                        (-x).exp_m1() * coefficients[0] + (-x).exp() * tail
+                        // e^(-x) - 1 from e^(-x) would lose x's digits to
+                        // the difference where x is small.
+                        let shifted = if x < 1.0 { (-x).exp_m1() } else { e - 1.0 };
+                        shifted * coefficients[0] + e * tail
                     } else {
-                        (-x).exp() * (coefficients[0] + tail)
+                        e * (coefficients[0] + tail)
                     };
+                }
+                if minus_one {
+                    (sums[decay.len()..].iter_mut()).for_each(|sum| *sum -= coefficients[0]);
                 }
                 sums
             },
@@ -292,22 +366,24 @@ fn transform_moments(
 }
 
 /// Per occupied slot, `T_j = (-1)^j / j! Σ_k kernel_k X^j e^(-X)`, X = m
-/// a_b c_k (m = `multiplier`), plus the rule's infinite left end, where the
-/// kernel grows like c^`growth` and e^(-X) = 1: then `Σ_k kernel_k e^(-m
-/// a c_k) = Σ_j δ^j T_j` for a token of the bucket (e^(-m a c) = e^(-X)
-/// e^(-X δ)).
+/// a_b c_k (m = `multiplier`, e^(-X) the decay to the m-th power), plus
+/// the rule's infinite left end, where the kernel grows like c^`growth`
+/// and e^(-X) = 1: then `Σ_k kernel_k e^(-m a c_k) = Σ_j δ^j T_j` for a
+/// token of the bucket (e^(-m a c) = e^(-X) e^(-X δ)).
 fn bucket_tables(
     occupied: &[usize],
     centre: &[f64],
     c: &[f64],
     kernel: &[f64],
-    multiplier: f64,
+    decays: &Decays,
+    multiplier: i32,
     growth: i32,
 ) -> Vec<[f64; ORDER]> {
     occupied
         .par_iter()
         .map(|&s| {
-            let centre = multiplier * centre[s];
+            let decay = decays.of(s);
+            let centre = f64::from(multiplier) * centre[s];
             let mut table = [0.0; ORDER];
             let x0 = centre * c[0];
             let mut power = kernel[0];
@@ -316,12 +392,12 @@ fn bucket_tables(
                 *entry = power * shrink / (1.0 - shrink);
                 power *= x0;
             }
-            for (k, &ck) in c.iter().enumerate() {
+            for (k, (&ck, &e)) in c.iter().zip(decay).enumerate() {
                 let x = centre * ck;
                 if x > NEGLIGIBLE {
                     break;
                 }
-                let mut power = kernel[k] * (-x).exp();
+                let mut power = kernel[k] * e.powi(multiplier);
                 for entry in table.iter_mut() {
                     *entry += power;
                     power *= x;

@@ -18,7 +18,7 @@
 //! the calling thread; above, through buckets of theta (module `buckets`)
 //! on rayon's pool. Either way the tokens at theta = 0 are one token.
 
-use super::buckets::Buckets;
+use super::buckets::{Buckets, Decays};
 use super::nodes::{NEGLIGIBLE, Nodes, STEP, left_tail, nodes};
 use crate::Workspace;
 use crate::newton::Evaluation;
@@ -243,7 +243,8 @@ fn marginal_by_token(
 
 /// How an evaluation sums over tokens.
 enum Grouping {
-    Buckets(Buckets),
+    /// By buckets of theta, with their decays at the evaluation's nodes.
+    Buckets(Buckets, Decays),
     /// One by one.
     Tokens(Vec<WeightedToken>),
 }
@@ -324,7 +325,9 @@ fn evaluate(
 ) -> Evaluation<Nodes> {
     let c = nodes(theta, side.n);
     let grouping = if grouped {
-        Grouping::Buckets(Buckets::new(side.q, theta, workspace))
+        let buckets = Buckets::new(side.q, theta, workspace);
+        let decays = buckets.decays(&c);
+        Grouping::Buckets(buckets, decays)
     } else {
         let logs = NodeLogs::new(&c);
         Grouping::Tokens(
@@ -335,7 +338,7 @@ fn evaluate(
         )
     };
     let drafted = match &grouping {
-        Grouping::Buckets(buckets) => buckets.drafted(&c),
+        Grouping::Buckets(buckets, decays) => buckets.drafted(&c, decays),
         Grouping::Tokens(tokens) => drafted_by_token(side, tokens, &c),
     };
     let n = side.n;
@@ -348,7 +351,9 @@ fn evaluate(
         .map(|(f, ck)| STEP * ck * powi_count(*f, n - 1))
         .collect();
     let marginal = match &grouping {
-        Grouping::Buckets(buckets) => buckets.marginal(side.q, side.n, &c, &kernel, workspace),
+        Grouping::Buckets(buckets, decays) => {
+            buckets.marginal(side.q, side.n, &c, &kernel, decays, workspace)
+        }
         Grouping::Tokens(tokens) => marginal_by_token(side, tokens, &c, &kernel),
     };
 
@@ -391,7 +396,7 @@ fn evaluate(
         .map(|((&ck, &f), &d)| m * (-ck).exp() - powers_diff(f, d))
         .collect();
     let potential = STEP * (integrand.iter().sum::<f64>() + integrand[0] * left_tail(STEP));
-    if let Grouping::Buckets(buckets) = grouping {
+    if let Grouping::Buckets(buckets, _) = grouping {
         workspace.give(buckets.tokens.delta);
     }
     Evaluation {

@@ -11,7 +11,7 @@ mod hessian;
 mod integrals;
 mod nodes;
 
-pub(crate) use buckets::{Assignment, ORDER};
+pub(crate) use buckets::{Assignment, Decays, ORDER};
 pub(crate) use integrals::Selectable;
 pub(crate) use nodes::{NEGLIGIBLE, Nodes, STEP, left_end, left_tail, nodes, nodes_from};
 
