@@ -119,12 +119,39 @@ pub(crate) struct WithoutReplacement<'a> {
     clocks: [OnceLock<Clocks>; 2],
 }
 
-/// `(U, M)` times one token's factors: U (s + λ b), M (s + λ b) + U m.
+/// Coefficient k of `(U, M)` times one token's factors, U (s + λ b) and
+/// M (s + λ b) + U m, from coefficients k (`now`) and k - 1 (`below`).
+#[inline]
+fn absorbed(now: (f64, f64), below: (f64, f64), s: f64, b: f64, marked: f64) -> (f64, f64) {
+    (
+        now.0 * s + below.0 * b,
+        now.1 * s + below.1 * b + now.0 * marked,
+    )
+}
+
+/// `(U, M)` times one token's factors, in place.
 fn absorb(u: &mut [f64], m: &mut [f64], s: f64, b: f64, marked: f64) {
     for k in (0..u.len()).rev() {
-        let below = |x: &[f64]| if k > 0 { x[k - 1] } else { 0.0 };
-        m[k] = m[k] * s + below(m) * b + u[k] * marked;
-        u[k] = u[k] * s + below(u) * b;
+        let below = if k > 0 {
+            (u[k - 1], m[k - 1])
+        } else {
+            (0.0, 0.0)
+        };
+        (u[k], m[k]) = absorbed((u[k], m[k]), below, s, b, marked);
+    }
+}
+
+/// `(U, M)` times one token's factors, from `from` into `to`: the exact
+/// tokens' prefix products are made this way, each from the one before,
+/// where a copy and an update in place would cost a call per copy.
+fn absorb_into(from: (&[f64], &[f64]), to: (&mut [f64], &mut [f64]), s: f64, b: f64, marked: f64) {
+    for k in 0..to.0.len() {
+        let below = if k > 0 {
+            (from.0[k - 1], from.1[k - 1])
+        } else {
+            (0.0, 0.0)
+        };
+        (to.0[k], to.1[k]) = absorbed((from.0[k], from.1[k]), below, s, b, marked);
     }
 }
 
@@ -608,34 +635,46 @@ impl<'a> WithoutReplacement<'a> {
         let (mut power, mut marked) = (vec![0.0; n], vec![0.0; n]);
         let (mut tu, mut tm) = (vec![0.0; n], vec![0.0; n]);
         let (mut u, mut m) = (vec![0.0; n], vec![0.0; n]);
-        let (mut pre_u, mut pre_m) = (vec![0.0; h * n], vec![0.0; h * n]);
+        // Prefix x: the tail, the background and the exact tokens before x.
+        let (mut pre_u, mut pre_m) = (vec![0.0; (h + 1) * n], vec![0.0; (h + 1) * n]);
         for (i, (&t, &wt)) in clocks.t.iter().zip(&clocks.weight).enumerate() {
             tail_sums(series, t, &moments, &mut power, &mut marked);
             tail_polynomials(&power, &marked, clocks.tail_survival[i], &mut tu, &mut tm);
             let background = &clocks.background[i];
-            multiply((&tu, &tm), (&background.0, &background.1), &mut u, &mut m);
+            multiply(
+                (&tu, &tm),
+                (&background.0, &background.1),
+                &mut pre_u[..n],
+                &mut pre_m[..n],
+            );
             let s = &clocks.survival[i * h..(i + 1) * h];
             let arrived = &clocks.arrived[i * h..(i + 1) * h];
             let q = |x: usize| self.q[clocks.head[x]];
             // Exact token x's factors at this pair of nodes.
-            let token = |u: &mut [f64], m: &mut [f64], x: usize| {
-                absorb(u, m, s[x], arrived[x] * z[x], q(x) * s[x] * z[x]);
-            };
+            let factors = |x: usize| (s[x], arrived[x] * z[x], q(x) * s[x] * z[x]);
             for x in 0..h {
-                pre_u[x * n..(x + 1) * n].copy_from_slice(&u);
-                pre_m[x * n..(x + 1) * n].copy_from_slice(&m);
-                token(&mut u, &mut m, x);
+                let (before_u, after_u) = pre_u.split_at_mut((x + 1) * n);
+                let (before_m, after_m) = pre_m.split_at_mut((x + 1) * n);
+                let (s, b, marked) = factors(x);
+                absorb_into(
+                    (&before_u[x * n..], &before_m[x * n..]),
+                    (&mut after_u[..n], &mut after_m[..n]),
+                    s,
+                    b,
+                    marked,
+                );
             }
-            sums.transform += wt * m[n - 1];
+            let (whole_u, whole_m) = (&pre_u[h * n..], &pre_m[h * n..]);
+            sums.transform += wt * whole_m[n - 1];
             // The tail's kernels, on every token's U and M at this pair.
             let measure = wc * ck * wt;
             for j in 0..n {
                 let mut scale = measure * t.powi(j as i32);
                 let row = &mut sums.kernel[j * (EXTRA_TERMS + 1)..(j + 1) * (EXTRA_TERMS + 1)];
                 for (e, entry) in row.iter_mut().enumerate() {
-                    let mut term = (j + 1) as f64 * series[j][e] * u[n - 1 - j];
+                    let mut term = (j + 1) as f64 * series[j][e] * whole_u[n - 1 - j];
                     if j + 2 <= n {
-                        term += series[j + 1][e] * t * m[n - 2 - j];
+                        term += series[j + 1][e] * t * whole_m[n - 2 - j];
                     }
                     *entry += scale * term;
                     scale *= t;
@@ -646,6 +685,10 @@ impl<'a> WithoutReplacement<'a> {
             u.iter_mut().for_each(|x| *x = 0.0);
             m.iter_mut().for_each(|x| *x = 0.0);
             u[0] = 1.0;
+            let token = |u: &mut [f64], m: &mut [f64], x: usize| {
+                let (s, b, marked) = factors(x);
+                absorb(u, m, s, b, marked);
+            };
             for x in (0..h).rev() {
                 let (pu, pm) = (&pre_u[x * n..(x + 1) * n], &pre_m[x * n..(x + 1) * n]);
                 let last: f64 = (0..n).map(|i| pu[i] * u[n - 1 - i]).sum();
