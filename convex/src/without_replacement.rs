@@ -130,6 +130,7 @@ fn absorbed(now: (f64, f64), below: (f64, f64), s: f64, b: f64, marked: f64) -> 
 }
 
 /// `(U, M)` times one token's factors, in place.
+#[inline]
 fn absorb(u: &mut [f64], m: &mut [f64], s: f64, b: f64, marked: f64) {
     for k in (0..u.len()).rev() {
         let below = if k > 0 {
@@ -144,6 +145,7 @@ fn absorb(u: &mut [f64], m: &mut [f64], s: f64, b: f64, marked: f64) {
 /// `(U, M)` times one token's factors, from `from` into `to`: the exact
 /// tokens' prefix products are made this way, each from the one before,
 /// where a copy and an update in place would cost a call per copy.
+#[inline]
 fn absorb_into(from: (&[f64], &[f64]), to: (&mut [f64], &mut [f64]), s: f64, b: f64, marked: f64) {
     for k in 0..to.0.len() {
         let below = if k > 0 {
@@ -155,6 +157,26 @@ fn absorb_into(from: (&[f64], &[f64]), to: (&mut [f64], &mut [f64]), s: f64, b: 
     }
 }
 
+/// The n coefficients in λ of one of a node's polynomials: an array for
+/// the few drafts of practice, whose loops then have a length the
+/// compiler knows (it unrolls them), else a vector.
+trait Coefficients: AsRef<[f64]> + AsMut<[f64]> + Clone {
+    fn zeros(n: usize) -> Self;
+}
+
+impl<const N: usize> Coefficients for [f64; N] {
+    fn zeros(n: usize) -> Self {
+        debug_assert_eq!(n, N);
+        [0.0; N]
+    }
+}
+
+impl Coefficients for Vec<f64> {
+    fn zeros(n: usize) -> Self {
+        vec![0.0; n]
+    }
+}
+
 /// A clock of rate q at time t: not rung (s = e^(-q t)) and rung (u = 1 -
 /// s, without the cancellation of the difference where q t is small).
 fn clock(q: f64, t: f64) -> (f64, f64) {
@@ -163,6 +185,7 @@ fn clock(q: f64, t: f64) -> (f64, f64) {
 
 /// `(U, M)` of two disjoint sets of tokens: (U_1 U_2, M_1 U_2 + U_1 M_2),
 /// to the degree of `u`.
+#[inline]
 fn multiply(first: (&[f64], &[f64]), second: (&[f64], &[f64]), u: &mut [f64], m: &mut [f64]) {
     for k in 0..u.len() {
         u[k] = (0..=k).map(|i| first.0[i] * second.0[k - i]).sum();
@@ -218,6 +241,7 @@ fn extra_terms(x: f64) -> usize {
 /// q^(k+e) z^k: P_k = Σ ρ^k (k = 1..n-1, in `power[k]`) and Q_j = Σ q z
 /// ρ^j (j = 0..n-1, in `marked[j]`), ρ^k = z^k Σ_e series[k][e] (q
 /// t)^(k+e).
+#[inline]
 fn tail_sums(series: &[Series], t: f64, moments: &[Series], power: &mut [f64], marked: &mut [f64]) {
     let n = marked.len();
     // m t^p is Σ (q t)^p over the tail, each term at most n^-p; the power
@@ -252,6 +276,7 @@ fn tail_sums(series: &[Series], t: f64, moments: &[Series], power: &mut [f64], m
 /// The tail's `(U, M)` from its power sums and survival e^(-t q(tail)):
 /// E = Π (1 + λ ρ) by Newton's identities k E_k = Σ_i (-1)^(i-1) E_(k-i)
 /// P_i, U = S E, M = S E Σ_j (-λ)^j Q_j.
+#[inline]
 fn tail_polynomials(power: &[f64], marked: &[f64], survival: f64, u: &mut [f64], m: &mut [f64]) {
     let n = u.len();
     u[0] = 1.0;
@@ -575,7 +600,18 @@ impl<'a> WithoutReplacement<'a> {
         let nodes_c: Vec<NodeSums> = (c.par_iter().enumerate())
             .map(|(k, &ck)| {
                 let wc = c_step * (1.0 + left.get(k).copied().unwrap_or(0.0));
-                self.node_sums(clocks, &series, &tail, &head_a, ck, wc)
+                let at = (clocks, series.as_slice(), &tail, head_a.as_slice(), ck, wc);
+                match n {
+                    1 => self.node_sums::<[f64; 1]>(at),
+                    2 => self.node_sums::<[f64; 2]>(at),
+                    3 => self.node_sums::<[f64; 3]>(at),
+                    4 => self.node_sums::<[f64; 4]>(at),
+                    5 => self.node_sums::<[f64; 5]>(at),
+                    6 => self.node_sums::<[f64; 6]>(at),
+                    7 => self.node_sums::<[f64; 7]>(at),
+                    8 => self.node_sums::<[f64; 8]>(at),
+                    _ => self.node_sums::<Vec<f64>>(at),
+                }
             })
             .collect();
         let mut r = vec![0.0; v];
@@ -613,16 +649,19 @@ impl<'a> WithoutReplacement<'a> {
 
     /// One node in c: over the nodes in t, the exact tokens' terms of r,
     /// the tail's kernels and E[e^(-cS); world].
-    fn node_sums(
+    fn node_sums<P: Coefficients>(
         &self,
-        clocks: &Clocks,
-        series: &[Series],
-        tail: &TailBuckets,
-        head_a: &[f64],
-        ck: f64,
-        wc: f64,
+        (clocks, series, tail, head_a, ck, wc): (
+            &Clocks,
+            &[Series],
+            &TailBuckets,
+            &[f64],
+            f64,
+            f64,
+        ),
     ) -> NodeSums {
-        let n = self.n;
+        // n from the storage: for an array, a constant of the loops below.
+        let n = P::zeros(self.n).as_ref().len();
         let h = clocks.head.len();
         let moments = tail.moments_at(ck, &clocks.silent_moments, n);
         let z: Vec<f64> = head_a.iter().map(|a| (-a * ck).exp()).collect();
@@ -632,20 +671,26 @@ impl<'a> WithoutReplacement<'a> {
             kernel: vec![0.0; n * (EXTRA_TERMS + 1)],
             transform: 0.0,
         };
-        let (mut power, mut marked) = (vec![0.0; n], vec![0.0; n]);
-        let (mut tu, mut tm) = (vec![0.0; n], vec![0.0; n]);
-        let (mut u, mut m) = (vec![0.0; n], vec![0.0; n]);
+        let (mut power, mut marked) = (P::zeros(n), P::zeros(n));
+        let (mut tu, mut tm) = (P::zeros(n), P::zeros(n));
+        let (mut u, mut m) = (P::zeros(n), P::zeros(n));
         // Prefix x: the tail, the background and the exact tokens before x.
-        let (mut pre_u, mut pre_m) = (vec![0.0; (h + 1) * n], vec![0.0; (h + 1) * n]);
+        let (mut pre_u, mut pre_m) = (vec![P::zeros(n); h + 1], vec![P::zeros(n); h + 1]);
         for (i, (&t, &wt)) in clocks.t.iter().zip(&clocks.weight).enumerate() {
-            tail_sums(series, t, &moments, &mut power, &mut marked);
-            tail_polynomials(&power, &marked, clocks.tail_survival[i], &mut tu, &mut tm);
+            tail_sums(series, t, &moments, power.as_mut(), marked.as_mut());
+            tail_polynomials(
+                power.as_ref(),
+                marked.as_ref(),
+                clocks.tail_survival[i],
+                tu.as_mut(),
+                tm.as_mut(),
+            );
             let background = &clocks.background[i];
             multiply(
-                (&tu, &tm),
+                (tu.as_ref(), tm.as_ref()),
                 (&background.0, &background.1),
-                &mut pre_u[..n],
-                &mut pre_m[..n],
+                pre_u[0].as_mut(),
+                pre_m[0].as_mut(),
             );
             let s = &clocks.survival[i * h..(i + 1) * h];
             let arrived = &clocks.arrived[i * h..(i + 1) * h];
@@ -653,18 +698,18 @@ impl<'a> WithoutReplacement<'a> {
             // Exact token x's factors at this pair of nodes.
             let factors = |x: usize| (s[x], arrived[x] * z[x], q(x) * s[x] * z[x]);
             for x in 0..h {
-                let (before_u, after_u) = pre_u.split_at_mut((x + 1) * n);
-                let (before_m, after_m) = pre_m.split_at_mut((x + 1) * n);
+                let (before_u, after_u) = pre_u.split_at_mut(x + 1);
+                let (before_m, after_m) = pre_m.split_at_mut(x + 1);
                 let (s, b, marked) = factors(x);
                 absorb_into(
-                    (&before_u[x * n..], &before_m[x * n..]),
-                    (&mut after_u[..n], &mut after_m[..n]),
+                    (before_u[x].as_ref(), before_m[x].as_ref()),
+                    (after_u[0].as_mut(), after_m[0].as_mut()),
                     s,
                     b,
                     marked,
                 );
             }
-            let (whole_u, whole_m) = (&pre_u[h * n..], &pre_m[h * n..]);
+            let (whole_u, whole_m) = (pre_u[h].as_ref(), pre_m[h].as_ref());
             sums.transform += wt * whole_m[n - 1];
             // The tail's kernels, on every token's U and M at this pair.
             let measure = wc * ck * wt;
@@ -682,15 +727,12 @@ impl<'a> WithoutReplacement<'a> {
             }
             // Suffix polynomials from the last exact token back; leaving x
             // out needs two coefficients of prefix x suffix.
-            u.iter_mut().for_each(|x| *x = 0.0);
-            m.iter_mut().for_each(|x| *x = 0.0);
+            let (u, m) = (u.as_mut(), m.as_mut());
+            u.fill(0.0);
+            m.fill(0.0);
             u[0] = 1.0;
-            let token = |u: &mut [f64], m: &mut [f64], x: usize| {
-                let (s, b, marked) = factors(x);
-                absorb(u, m, s, b, marked);
-            };
             for x in (0..h).rev() {
-                let (pu, pm) = (&pre_u[x * n..(x + 1) * n], &pre_m[x * n..(x + 1) * n]);
+                let (pu, pm) = (pre_u[x].as_ref(), pre_m[x].as_ref());
                 let last: f64 = (0..n).map(|i| pu[i] * u[n - 1 - i]).sum();
                 let mut integrand = q(x) * s[x] * last;
                 if n >= 2 {
@@ -700,7 +742,8 @@ impl<'a> WithoutReplacement<'a> {
                     integrand += arrived[x] * marked;
                 }
                 sums.head[x] += wc * wt * head_a[x] * ck * z[x] * integrand;
-                token(&mut u, &mut m, x);
+                let (s, b, marked) = factors(x);
+                absorb(u, m, s, b, marked);
             }
         }
         sums
@@ -792,10 +835,18 @@ impl TailBuckets {
                 if x > NEGLIGIBLE {
                     break;
                 }
-                let decay = (-x).exp();
+                // e^(-x) x^i once, for the row's polynomials in x: as
+                // dot products they are independent of each other, where
+                // Horner's rule would chain each one's multiplications.
+                let mut powers = [0.0; ORDER];
+                let mut power = (-x).exp();
+                for entry in &mut powers {
+                    *entry = power;
+                    power *= x;
+                }
                 for (e, entry) in row.iter_mut().enumerate() {
                     let Some(m) = moments.get(k + e) else { break };
-                    *entry += decay * m.iter().rev().fold(0.0, |acc, m| acc * x + m);
+                    *entry += m.iter().zip(&powers).map(|(m, p)| m * p).sum::<f64>();
                 }
             }
         }
