@@ -142,36 +142,15 @@ fn minimise_from<P: Groupable>(
     Ok(solved)
 }
 
-/// Each token's group at one level: the key of its ratio p / q (q = Σ_i
-/// q_i) among `ratios` consecutive keys from `first_ratio`, and of its
-/// shares' levels, the shares' index times `ratios` plus the ratio's, so
-/// that groups of one share cell follow each other in ratio order.
-struct Cells<'a> {
-    laws: Vec<&'a [f64]>,
-    shift: u32,
-    first_ratio: u64,
-    ratios: usize,
-    levels: usize,
-}
-
-impl Cells<'_> {
-    /// The ratio p / q of token y, and its cell.
-    fn of(&self, p: f64, y: usize) -> (f64, usize) {
-        let q: f64 = self.laws.iter().map(|law| law[y]).sum();
-        let ratio = p / q;
-        let key =
-            (ratio.clamp(RATIO_FLOOR, RATIO_CEILING).to_bits() >> self.shift) - self.first_ratio;
-        let mut shares = 0;
-        for law in &self.laws[..self.laws.len() - 1] {
-            let level = ((law[y] / q) * self.levels as f64) as usize;
-            shares = shares * self.levels + level.min(self.levels - 1);
-        }
-        (ratio, shares * self.ratios + key as usize)
-    }
-
-    fn count(&self) -> usize {
-        self.ratios * self.levels.pow(self.laws.len() as u32 - 1)
-    }
+/// A token's place among the groups of one level: its ratio p / q (q =
+/// Σ_i q_i), the ratio's key (the top bits of its bit pattern, which for
+/// positive floats increases with the value) and the index of its shares'
+/// levels.
+#[derive(Clone, Copy)]
+struct Place {
+    ratio: f64,
+    key: u32,
+    shares: u32,
 }
 
 /// The solution of the program over groups with `bits` mantissa bits of
@@ -187,39 +166,58 @@ fn warm_start<P: Groupable>(
     workspace: &mut Workspace,
 ) -> Option<(Vec<f64>, usize)> {
     let (laws, p) = (program.potential.laws(), program.p);
-    // For positive floats the bit pattern increases with the value: its
-    // exponent and top mantissa bits number the groups in ratio order.
     let shift = 52 - bits;
-    let first_ratio = RATIO_FLOOR.to_bits() >> shift;
-    let ratios = ((RATIO_CEILING.to_bits() >> shift) - first_ratio + 1) as usize;
-    let mut levels: usize = 1 << bits.saturating_sub(1);
-    while laws.len() > 1 && levels > 1 && ratios * levels.pow(laws.len() as u32 - 1) > MOST_CELLS {
+    let mut levels: usize = if laws.len() > 1 {
+        1 << bits.saturating_sub(1)
+    } else {
+        1
+    };
+    let most_ratios = ((RATIO_CEILING.to_bits() - RATIO_FLOOR.to_bits()) >> shift) as usize + 1;
+    while levels > 1 && most_ratios * levels.pow(laws.len() as u32 - 1) > MOST_CELLS {
         levels /= 2;
     }
-    let cells = Cells {
-        shift,
-        first_ratio,
-        ratios,
-        levels: if laws.len() > 1 { levels } else { 1 },
-        laws,
-    };
-    // Cells are computed again for the interpolation below rather than
-    // kept: a division and a shift cost less than writing and reading a
-    // vector of the program's size.
-    let mut group_q = vec![vec![0.0; cells.count()]; cells.laws.len()];
-    let mut group_p = vec![0.0; cells.count()];
-    for (y, &p) in p.iter().enumerate() {
-        let (_, k) = cells.of(p, y);
-        group_p[k] += p;
-        (group_q.iter_mut().zip(&cells.laws)).for_each(|(group, law)| group[k] += law[y]);
+    let places: Vec<Place> = (0..p.len())
+        .into_par_iter()
+        .with_min_len(TOKENS_PER_TASK)
+        .map(|y| {
+            let inverse = 1.0 / laws.iter().map(|law| law[y]).sum::<f64>();
+            let ratio = p[y] * inverse;
+            let mut shares = 0;
+            for law in &laws[..laws.len() - 1] {
+                let level = (law[y] * inverse * levels as f64) as usize;
+                shares = shares * levels + level.min(levels - 1);
+            }
+            let key = (ratio.clamp(RATIO_FLOOR, RATIO_CEILING).to_bits() >> shift) as u32;
+            Place {
+                ratio,
+                key,
+                shares: shares as u32,
+            }
+        })
+        .collect();
+    // Cells: the shares' index times the ratio keys present, plus the
+    // ratio's key from the least present, so that the groups of one
+    // share cell follow each other in ratio order.
+    let (first, last) = (places.iter()).fold((u32::MAX, 0), |(lo, hi), place| {
+        (lo.min(place.key), hi.max(place.key))
+    });
+    let ratios = (last.saturating_sub(first) + 1) as usize;
+    let count = ratios * levels.pow(laws.len() as u32 - 1);
+    let cell = |place: &Place| place.shares as usize * ratios + (place.key - first) as usize;
+    let mut group_q = vec![vec![0.0; count]; laws.len()];
+    let mut group_p = vec![0.0; count];
+    for (y, place) in places.iter().enumerate() {
+        let k = cell(place);
+        group_p[k] += p[y];
+        (group_q.iter_mut().zip(&laws)).for_each(|(group, law)| group[k] += law[y]);
     }
-    let occupied: Vec<usize> = (0..cells.count())
+    let occupied: Vec<usize> = (0..count)
         .filter(|&k| group_q.iter().any(|group| group[k] > 0.0))
         .collect();
     if occupied.len() * SHRINK > p.len() {
         return None;
     }
-    let mut index = vec![usize::MAX; cells.count()];
+    let mut index = vec![usize::MAX; count];
     occupied.iter().enumerate().for_each(|(i, &k)| index[k] = i);
     let grouped_laws: Vec<Vec<f64>> = (group_q.iter())
         .map(|group| occupied.iter().map(|&k| group[k]).collect())
@@ -252,14 +250,13 @@ fn warm_start<P: Groupable>(
     let centre: Vec<f64> = (0..occupied.len())
         .map(|i| grouped_p[i] / grouped_laws.iter().map(|law| law[i]).sum::<f64>())
         .collect();
-    let share_cell = |i: usize| occupied[i] / cells.ratios;
+    let share_cell = |i: usize| occupied[i] / ratios;
     let mut start = workspace.take(p.len());
-    p.par_iter()
-        .enumerate()
+    places
+        .par_iter()
         .with_min_len(TOKENS_PER_TASK)
-        .map(|(y, &p)| {
-            let (rho, k) = cells.of(p, y);
-            let i = index[k];
+        .map(|place| {
+            let (rho, i) = (place.ratio, index[cell(place)]);
             let neighbour = if rho >= centre[i] {
                 i + 1
             } else {
