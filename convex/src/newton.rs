@@ -11,9 +11,23 @@ const ACTIVE: f64 = 1e-3;
 /// Longest move of one variable in one iteration, for programs whose
 /// variables start near their optimum (`Program::reach`).
 pub(crate) const REACH: f64 = 4.0;
-/// Share of the tolerance below which the selected mass of the variables
-/// held at the lower bound is left where it is (`unseen_held`).
+/// Multiples of the tolerance that decide how the selected mass of the
+/// variables held at the lower bound is moved (`Program::along_ones`).
 const UNSEEN: f64 = 1e-3;
+const MODELLED: f64 = 10.0;
+
+/// How Newton's iteration takes a direction's component along 1 on the
+/// free variables (`Program::along_ones`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum AlongOnes {
+    /// From the Newton system.
+    Newton,
+    /// Not at all: the held variables' selected mass is below the
+    /// tolerance's reach.
+    Unseen,
+    /// From a model of the held variables' selected mass (the value).
+    Modelled(f64),
+}
 /// Relative change of the objective below which its evaluation does not
 /// resolve it: past ~10^6 drafts the potential's value carries rounding of
 /// about 1e-12 relative (its powers x^n), while a Newton step near the
@@ -291,8 +305,8 @@ impl<P: Potential> Program<'_, P> {
                 .zip(&gradient)
                 .map(|(&t, &g)| self.held(t, g, ACTIVE))
                 .collect();
-            let flat = self.potential.flat_along_ones()
-                && self.unseen_held(&theta, &current.1.marginal, &active, tolerance);
+            let along = self.along_ones(&theta, &current.1.marginal, &active, tolerance);
+            let flat = along != AlongOnes::Newton;
             // Where the Hessian is singular along 1 on the free variables,
             // the Newton system holds only without the gradient's mean
             // there: its part along 1 is the objective's slope along 1,
@@ -316,6 +330,12 @@ impl<P: Potential> Program<'_, P> {
             );
             if flat {
                 self.recentre(&theta, &mut direction, &active);
+            }
+            if let AlongOnes::Modelled(held_mass) = along {
+                let shift = self.held_mass_model_shift(held_mass, &gradient, &active);
+                (direction.iter_mut().zip(&active))
+                    .filter(|(_, held)| !**held)
+                    .for_each(|(d, _)| *d += shift);
             }
             for ((d, &t), &a) in direction.iter_mut().zip(&theta).zip(&active) {
                 if a {
@@ -369,8 +389,8 @@ impl<P: Potential> Program<'_, P> {
     }
 
     /// Takes a multiple of 1 off the free variables of a direction, for a
-    /// potential flat along 1 whose held variables (if any) are unseen
-    /// (`unseen_held`). The Newton system is then singular, or nearly, along
+    /// potential flat along 1 whose held variables (if any) are unseen or
+    /// modelled (`along_ones`). The Newton system is then singular, or nearly, along
     /// 1 on the free variables, and the direction's
     /// component there is the rounding of Σ (r - p) amplified by the ridge
     /// (50 in theta on a two-token instance, hundreds with one token held
@@ -403,25 +423,61 @@ impl<P: Potential> Program<'_, P> {
             .for_each(|(d, _)| *d -= shift);
     }
 
-    /// Whether some variable is free and every held one sits at the lower
-    /// bound with a selected mass, all together, of at most UNSEEN x
-    /// `tolerance` (none held included). Moving the free variables along 1
-    /// moves selected mass only between them and the held ones, and a
-    /// variable is held at the lower bound because its r exceeds its p: the
-    /// most such a move can do is take that mass back, below the tolerance.
-    /// Their potential is flat along 1 but for that.
-    fn unseen_held(&self, theta: &[f64], r: &[f64], held: &[bool], tolerance: f64) -> bool {
+    /// How a direction's component along 1 on the free variables is taken,
+    /// for a potential flat along 1 (on all variables). Moving the free
+    /// variables along 1 moves selected mass only between them and the
+    /// held ones, and where some variable is free and every held one sits
+    /// at the lower bound (held there because its r exceeds its p), the
+    /// most such a move can do is take their selected mass back:
+    /// * at most UNSEEN x `tolerance` of it (none held included): below
+    ///   the tolerance, and the potential is flat along 1 but for it;
+    /// * at most MODELLED x `tolerance`: the Hessian's curvature along 1
+    ///   is about that mass, within the noise of Hessian products by
+    ///   differences (drafts without replacement: a token of p = 3e-9 held
+    ///   at 1e-7 of selected mass, where Newton's step along 1 changed
+    ///   sign from one iteration to the next; found by proptest), so the
+    ///   step along 1 comes from a model of the held mass instead
+    ///   (`held_mass_model_shift`);
+    /// * else Newton's.
+    fn along_ones(&self, theta: &[f64], r: &[f64], held: &[bool], tolerance: f64) -> AlongOnes {
+        if !self.potential.flat_along_ones() || !held.contains(&false) {
+            return AlongOnes::Newton;
+        }
         let lo = self.bounds.0;
         let mut held_mass = 0.0;
         for ((&t, &r), &held) in theta.iter().zip(r).zip(held) {
             if held {
                 if t > lo + ACTIVE {
-                    return false;
+                    return AlongOnes::Newton;
                 }
                 held_mass += r;
             }
         }
-        held.contains(&false) && held_mass <= UNSEEN * tolerance
+        if held_mass <= UNSEEN * tolerance {
+            AlongOnes::Unseen
+        } else if held_mass <= MODELLED * tolerance {
+            AlongOnes::Modelled(held_mass)
+        } else {
+            AlongOnes::Newton
+        }
+    }
+
+    /// The shift t of the free variables that moves the selected mass the
+    /// free tokens lack, S = Σ_free (p - r), from the held ones, whose
+    /// weights are small beside the free ones': their mass then falls
+    /// like e^(-t), so e^(-t) = 1 - S / held mass (at most the reach, in
+    /// either direction; the reach where S takes all of it).
+    fn held_mass_model_shift(&self, held_mass: f64, gradient: &[f64], held: &[bool]) -> f64 {
+        let lacking: f64 = (gradient.iter().zip(held))
+            .filter(|(_, held)| !**held)
+            .map(|(g, _)| -g)
+            .sum();
+        let left = 1.0 - lacking / held_mass;
+        if left > 0.0 {
+            (-left.ln()).clamp(-self.reach, self.reach)
+        } else {
+            self.reach
+        }
     }
 
     /// Of a guessed start and theta = 0 (each clipped to the box), the one
