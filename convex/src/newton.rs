@@ -433,9 +433,10 @@ impl<P: Potential> Program<'_, P> {
     ///   the tolerance, and the potential is flat along 1 but for it;
     /// * at most MODELLED x `tolerance`: the Hessian's curvature along 1
     ///   is about that mass, within the noise of Hessian products by
-    ///   differences (drafts without replacement: a token of p = 3e-9 held
-    ///   at 1e-7 of selected mass, where Newton's step along 1 changed
-    ///   sign from one iteration to the next; found by proptest), so the
+    ///   differences (drafts without replacement: with a token of p = 3e-9
+    ///   held at 1e-7 of selected mass, Newton's step along 1 flips sign
+    ///   from one iteration to the next, a case the proptest regressions
+    ///   keep), so the
     ///   step along 1 comes from a model of the held mass instead
     ///   (`held_mass_model_shift`);
     /// * else Newton's.
