@@ -30,9 +30,13 @@
 //! tokens (`FreeHessian`), each 2n such sums, not by the i.i.d. Hessian's
 //! Woodbury structure.
 
+use rayon::prelude::*;
+
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
-use crate::selection::{Assignment, Decays, STEP, left_tail, nodes};
+use crate::numeric::lane_sum;
+use crate::selection::{STEP, Sums, left_tail, nodes};
+use crate::thresholds::TOKENS_PER_TASK;
 
 /// The selectable tokens of one side of a problem with independent drafts.
 pub(crate) struct Independent<'a> {
@@ -52,7 +56,7 @@ impl Independent<'_> {
     /// Π_i base_i, the total of r whatever theta.
     pub(crate) fn selected_mass(&self) -> f64 {
         let all: f64 = (self.q.iter().zip(self.base))
-            .map(|(law, base)| base + law.iter().sum::<f64>())
+            .map(|(law, base)| base + lane_sum(law))
             .product();
         all - self.base.iter().product::<f64>()
     }
@@ -62,13 +66,11 @@ impl Independent<'_> {
 /// draft's transform phi_i at each node, and the tokens' buckets.
 pub(crate) struct Kernels {
     c: Vec<f64>,
-    /// e^(-a_b c_k) per bucket and node, which every sum shares.
-    decays: Decays,
     /// phi[k][i] = phi_i(c_k).
     phi: Vec<Vec<f64>>,
-    /// The buckets of the compact tokens (`Compact`), and each token's
-    /// row there.
-    tokens: Assignment,
+    /// The compact tokens (`Compact`) ready for node sums, and each
+    /// token's row there.
+    tokens: Sums,
     row: Vec<usize>,
 }
 
@@ -87,42 +89,42 @@ struct Compact {
 }
 
 impl Compact {
+    /// Rows 0 and 1 are the least and the greatest weight (one row when
+    /// they are equal), the other tokens follow in order: one pass after
+    /// the extremes, as the compact tokens are found.
     fn new(theta: &[f64], q: &[Vec<f64>]) -> Self {
-        let (lo, hi) = (theta.iter()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &t| {
-            (lo.min(t), hi.max(t))
-        });
-        let kept = theta.iter().filter(|&&t| t != lo && t != hi).count();
+        let (lo, hi) = (theta.par_iter())
+            .with_min_len(TOKENS_PER_TASK)
+            .fold(
+                || (f64::INFINITY, f64::NEG_INFINITY),
+                |(lo, hi), &t| (lo.min(t), hi.max(t)),
+            )
+            .reduce(
+                || (f64::INFINITY, f64::NEG_INFINITY),
+                |(a, b), (c, d)| (a.min(c), b.max(d)),
+            );
         let ends: Vec<f64> = match theta.len() {
             0 => Vec::new(),
             _ if lo < hi => vec![lo, hi],
             _ => vec![lo],
         };
-        let end_row = |t: f64| kept + usize::from(t == hi && lo < hi);
+        let mut compact_theta = ends.clone();
+        let mut compact_q = vec![vec![0.0; ends.len()]; q.len()];
         let mut row = Vec::with_capacity(theta.len());
-        let mut next = 0;
-        for &t in theta {
+        for (y, &t) in theta.iter().enumerate() {
             if t == lo || t == hi {
-                row.push(end_row(t));
+                let end = usize::from(t == hi && lo < hi);
+                row.push(end);
+                (compact_q.iter_mut().zip(q)).for_each(|(compact, law)| compact[end] += law[y]);
             } else {
-                row.push(next);
-                next += 1;
+                row.push(compact_theta.len());
+                compact_theta.push(t);
+                (compact_q.iter_mut().zip(q)).for_each(|(compact, law)| compact.push(law[y]));
             }
         }
-        let mut compact_theta: Vec<f64> = (theta.iter())
-            .filter(|&&t| t != lo && t != hi)
-            .copied()
-            .collect();
-        compact_theta.extend(&ends);
-        let q = (q.iter())
-            .map(|law| {
-                let mut compact = vec![0.0; compact_theta.len()];
-                (law.iter().zip(&row)).for_each(|(q, &r)| compact[r] += q);
-                compact
-            })
-            .collect();
         Self {
             theta: compact_theta,
-            q,
+            q: compact_q,
             row,
         }
     }
@@ -167,7 +169,7 @@ impl Independent<'_> {
 struct FreeHessian<'a> {
     q: Vec<Vec<f64>>,
     r: Vec<f64>,
-    tokens: Assignment,
+    tokens: Sums,
     kernels: &'a Kernels,
     /// E[π_y²] / a_y² without its cross-draft part: Σ_i q_i(y) ∫ c
     /// e^(-a_y c) Π_{j≠i} phi_j dc, what the diagonal and the products
@@ -186,7 +188,7 @@ impl<'a> FreeHessian<'a> {
         let values: Vec<Vec<f64>> = (0..q.len())
             .map(|i| {
                 let kernel = kernels.hessian_kernel(|phi| product_without(phi, &[i]));
-                tokens.smooth(&kernels.c, &kernel, &kernels.decays, 1, 2)
+                tokens.smooth(&kernels.c, &kernel, 1, 2)
             })
             .collect();
         Self {
@@ -207,7 +209,6 @@ impl<'a> FreeHessian<'a> {
                 tokens.transform(
                     |z| self.q[j][z] * tokens.weight(z) * v[z],
                     &kernels.c,
-                    &kernels.decays,
                     false,
                 )
             })
@@ -224,7 +225,7 @@ impl<'a> FreeHessian<'a> {
                         STEP * c * c * coupled
                     })
                     .collect();
-                tokens.smooth(&kernels.c, &kernel, &kernels.decays, 1, 2)
+                tokens.smooth(&kernels.c, &kernel, 1, 2)
             })
             .collect();
         let cross = per_token(&self.q, &cross);
@@ -244,7 +245,7 @@ impl<'a> FreeHessian<'a> {
         for i in 0..n {
             for j in i + 1..n {
                 let kernel = kernels.hessian_kernel(|phi| product_without(phi, &[i, j]));
-                let values = tokens.smooth(&kernels.c, &kernel, &kernels.decays, 2, 2);
+                let values = tokens.smooth(&kernels.c, &kernel, 2, 2);
                 // Both orders of the two drafts.
                 (pairs.iter_mut().zip(values).enumerate())
                     .for_each(|(y, (p, x))| *p += 2.0 * self.q[i][y] * self.q[j][y] * x);
@@ -265,15 +266,14 @@ impl Potential for Independent<'_> {
     fn evaluate(&self, theta: &[f64], workspace: &mut Workspace) -> Evaluation<Kernels> {
         let n = self.drafts();
         let compact = Compact::new(theta, self.q);
-        let tokens = Assignment::new(&compact.theta, workspace);
         let c = nodes(&compact.theta, n);
-        let decays = tokens.decays(&c);
+        let tokens = Sums::new(&compact.theta, &c, workspace);
         // phi_i - s_i = Σ_y q_i(y) (e^(-a_y c) - 1), without cancellation.
         let shifts: Vec<Vec<f64>> = (compact.q.iter())
-            .map(|law| tokens.transform(|y| law[y], &c, &decays, true))
+            .map(|law| tokens.transform(|y| law[y], &c, true))
             .collect();
         let worlds: Vec<f64> = (0..n)
-            .map(|i| self.base[i] + self.q[i].iter().sum::<f64>())
+            .map(|i| self.base[i] + lane_sum(&self.q[i]))
             .collect();
         let selectable = worlds.iter().product::<f64>() - self.base.iter().product::<f64>();
         let mut potential = 0.0;
@@ -306,10 +306,12 @@ impl Potential for Independent<'_> {
                 let kernel: Vec<f64> = (c.iter().zip(&phi_at))
                     .map(|(&ck, phi)| STEP * ck * product_without(phi, &[i]))
                     .collect();
-                tokens.smooth(&c, &kernel, &decays, 1, 1)
+                tokens.smooth(&c, &kernel, 1, 1)
             })
             .collect();
         let marginal = (0..theta.len())
+            .into_par_iter()
+            .with_min_len(TOKENS_PER_TASK)
             .map(|y| {
                 let row = compact.row[y];
                 let sum: f64 = (self.q.iter().zip(&selected))
@@ -320,7 +322,6 @@ impl Potential for Independent<'_> {
             .collect();
         let kernels = Kernels {
             c,
-            decays,
             phi: phi_at,
             tokens,
             row: compact.row,

@@ -19,9 +19,16 @@
 //! q_i(y) g_i(theta_y)`: a free theta_y solves `Σ_i s_i(y) g_i(theta_y) =
 //! p_y / q(y)`, q = Σ_i q_i and s_i = q_i / q its shares, so the weights
 //! are a function of the ratio p / q and the shares, and the groups are
-//! cells of both: a ratio's group split by shares quantized to
-//! 2^(bits - 1) levels, each level moving the left side by at most
-//! 2^(1 - bits) of its largest g_i (the shares sum to 1).
+//! cells of both: a ratio's group split by cells of each law's odds q_i /
+//! q_n, of relative width 2^-ODDS_BITS. Odds, not shares in even steps:
+//! on real rows the g_i differ by orders of magnitude where one law is
+//! sharper than the other (a token the sharp law rarely drafts is
+//! selected when it does), so a share of 0.004 and one of 0.02 put a
+//! token's weight at opposite ends of the box; a relative step in each
+//! odds moves each term s_i g_i by a bounded share of itself. Where the
+//! cells of one ratio hold tokens of a span of shares, the grouped program
+//! (one weight per cell) misplaces phi_i to first order, and Newton needs
+//! more steps at the full vocabulary.
 
 use mdsd_core::powi_count;
 use rayon::prelude::*;
@@ -38,8 +45,16 @@ const GROUP_BITS: u32 = 6;
 const COARSENING: u32 = 2;
 /// A grouping pays only if it divides the tokens by at least this.
 const SHRINK: usize = 2;
-/// Most cells of a grouping's table (ratios x shares): past it, the
-/// shares' levels are fewer.
+/// Mantissa bits of each law's odds against the last law, q_i / q_n, kept
+/// in a group's key at the finest level (cells of half an octave); each
+/// coarser level keeps fewer, down to whole octaves.
+const ODDS_BITS: u32 = 1;
+/// Odds are clamped to [2^-16, 2^16]: past them a law's share changes the
+/// weights' equation by less than its own 2^-16.
+const ODDS_FLOOR: f64 = 1.0 / 65536.0;
+const ODDS_CEILING: f64 = 65536.0;
+/// Most cells of a grouping's table (ratios x odds of each law): past it,
+/// the odds' cells are wider.
 const MOST_CELLS: usize = 1 << 20;
 /// Most passes of `model_start`'s root search (see there).
 const MODEL_START_PASSES: usize = 100;
@@ -144,17 +159,49 @@ fn minimise_from<P: Groupable>(
 
 /// A token's place among the groups of one level: its ratio p / q (q =
 /// Σ_i q_i), the ratio's key (the top bits of its bit pattern, which for
-/// positive floats increases with the value) and the index of its shares'
-/// levels.
+/// positive floats increases with the value) and the index of its odds'
+/// cells (`Odds`).
 #[derive(Clone, Copy)]
 struct Place {
     ratio: f64,
     key: u32,
-    shares: u32,
+    odds: u32,
+}
+
+/// Cells of the odds q_i / q_n of a token's laws: by the top bits of their
+/// bit pattern past `shift` (which for positive floats increases with the
+/// value, one octave per exponent), clamped to [ODDS_FLOOR, ODDS_CEILING]
+/// (a NaN, 0 / 0 where a token has neither law, to the floor).
+#[derive(Clone, Copy)]
+struct Odds {
+    shift: u32,
+    first: usize,
+    levels: usize,
+}
+
+impl Odds {
+    fn new(shift: u32) -> Self {
+        let key = |odds: f64| (odds.to_bits() >> shift) as usize;
+        let first = key(ODDS_FLOOR);
+        Self {
+            shift,
+            first,
+            levels: key(ODDS_CEILING) - first + 1,
+        }
+    }
+
+    fn level(&self, odds: f64) -> usize {
+        let odds = if odds.is_nan() {
+            ODDS_FLOOR
+        } else {
+            odds.clamp(ODDS_FLOOR, ODDS_CEILING)
+        };
+        (odds.to_bits() >> self.shift) as usize - self.first
+    }
 }
 
 /// The solution of the program over groups with `bits` mantissa bits of
-/// the ratio (and `bits - 1` of each share), interpolated to every token
+/// the ratio (and `bits - 5` of each law's odds), interpolated to every token
 /// of `program`, and the Newton iterations spent on it (at every level);
 /// `None` when grouping does not shrink the program or the grouped
 /// program fails (Newton then starts from `model_start`).
@@ -167,43 +214,40 @@ fn warm_start<P: Groupable>(
 ) -> Option<(Vec<f64>, usize)> {
     let (laws, p) = (program.potential.laws(), program.p);
     let shift = 52 - bits;
-    let mut levels: usize = if laws.len() > 1 {
-        1 << bits.saturating_sub(1)
-    } else {
-        1
-    };
     let most_ratios = ((RATIO_CEILING.to_bits() - RATIO_FLOOR.to_bits()) >> shift) as usize + 1;
-    while levels > 1 && most_ratios * levels.pow(laws.len() as u32 - 1) > MOST_CELLS {
-        levels /= 2;
+    let mut odds = Odds::new(52 - bits.saturating_sub(GROUP_BITS - ODDS_BITS));
+    while odds.levels > 1 && most_ratios * odds.levels.pow(laws.len() as u32 - 1) > MOST_CELLS {
+        odds = Odds::new(odds.shift + 1);
     }
+    let levels = if laws.len() > 1 { odds.levels } else { 1 };
     let places: Vec<Place> = (0..p.len())
         .into_par_iter()
         .with_min_len(TOKENS_PER_TASK)
         .map(|y| {
             let inverse = 1.0 / laws.iter().map(|law| law[y]).sum::<f64>();
             let ratio = p[y] * inverse;
-            let mut shares = 0;
+            let mut cells = 0;
+            let last = laws[laws.len() - 1][y];
             for law in &laws[..laws.len() - 1] {
-                let level = (law[y] * inverse * levels as f64) as usize;
-                shares = shares * levels + level.min(levels - 1);
+                cells = cells * levels + odds.level(law[y] / last);
             }
             let key = (ratio.clamp(RATIO_FLOOR, RATIO_CEILING).to_bits() >> shift) as u32;
             Place {
                 ratio,
                 key,
-                shares: shares as u32,
+                odds: cells as u32,
             }
         })
         .collect();
-    // Cells: the shares' index times the ratio keys present, plus the
+    // Cells: the odds' index times the ratio keys present, plus the
     // ratio's key from the least present, so that the groups of one
-    // share cell follow each other in ratio order.
+    // odds cell follow each other in ratio order.
     let (first, last) = (places.iter()).fold((u32::MAX, 0), |(lo, hi), place| {
         (lo.min(place.key), hi.max(place.key))
     });
     let ratios = (last.saturating_sub(first) + 1) as usize;
     let count = ratios * levels.pow(laws.len() as u32 - 1);
-    let cell = |place: &Place| place.shares as usize * ratios + (place.key - first) as usize;
+    let cell = |place: &Place| place.odds as usize * ratios + (place.key - first) as usize;
     let mut group_q = vec![vec![0.0; count]; laws.len()];
     let mut group_p = vec![0.0; count];
     for (y, place) in places.iter().enumerate() {
@@ -245,12 +289,12 @@ fn warm_start<P: Groupable>(
 
     // A group's weight belongs to its mean ratio Σ p / Σ q; a token's is
     // interpolated linearly in the ratio towards the neighbouring group
-    // of its share cell on its side.
+    // of its odds cell on its side.
     let theta = &grouped.theta;
     let centre: Vec<f64> = (0..occupied.len())
         .map(|i| grouped_p[i] / grouped_laws.iter().map(|law| law[i]).sum::<f64>())
         .collect();
-    let share_cell = |i: usize| occupied[i] / ratios;
+    let odds_cell = |i: usize| occupied[i] / ratios;
     let mut start = workspace.take(p.len());
     places
         .par_iter()
@@ -262,7 +306,7 @@ fn warm_start<P: Groupable>(
             } else {
                 i.wrapping_sub(1)
             };
-            if neighbour >= theta.len() || share_cell(neighbour) != share_cell(i) {
+            if neighbour >= theta.len() || odds_cell(neighbour) != odds_cell(i) {
                 return theta[i];
             }
             let t = (rho - centre[i]) / (centre[neighbour] - centre[i]);
@@ -408,9 +452,11 @@ mod tests {
         }
     }
 
-    /// A program of drafts from two laws (one draft's logits at
-    /// temperatures 0.7 and 1.3) over 20000 tokens, large enough to be
-    /// grouped by ratio and shares: the grouped start is taken, and Newton
+    /// Programs of drafts from two laws (one draft's logits at
+    /// temperatures 0.7 and 1.3) and from three (a third at temperature 1,
+    /// cut to its top 5000 tokens: odds of 0 and 0 / 0) over 20000 tokens,
+    /// large enough to be grouped by ratio and odds: the grouped start is
+    /// taken, and Newton
     /// from it meets the tolerance (the projected gradient's l1 norm) with
     /// the r that Newton reaches from the model's start, to twice the
     /// tolerance in l1 (each r is within it of p on the free tokens).
@@ -424,15 +470,13 @@ mod tests {
             x.iter().map(|x| x.exp() / total).collect::<Vec<f64>>()
         };
         let draft: Vec<f64> = (0..v).map(|y| logit(y, 0.618_033_988_7)).collect();
-        let laws = vec![
-            softmax(draft.iter().map(|l| l / 0.7).collect()),
-            softmax(draft.iter().map(|l| l / 1.3).collect()),
-        ];
-        let potential = Independent {
-            q: &laws,
-            base: &[0.0, 0.0],
-            flat: true,
-        };
+        let sharp = softmax(draft.iter().map(|l| l / 0.7).collect());
+        let flat = softmax(draft.iter().map(|l| l / 1.3).collect());
+        let mut order: Vec<usize> = (0..v).collect();
+        order.sort_by(|&a, &b| draft[b].total_cmp(&draft[a]));
+        let mut top = vec![f64::NEG_INFINITY; v];
+        order[..5000].iter().for_each(|&y| top[y] = draft[y]);
+        let cut = softmax(top);
         // The target's logits the draft's within a nat (the shared rows'
         // draft is a smaller model of the same family).
         let p = softmax(
@@ -440,24 +484,36 @@ mod tests {
                 .map(|y| draft[y] - logit(y, 0.754_877_666_2) / 14.0)
                 .collect(),
         );
-        let program = Program {
-            name: "test",
-            potential: &potential,
-            p: &p,
-            bounds: (0.0, 40.0),
-            stop: Stop::ProjectedGradient,
-            reach: REACH,
-        };
-        let tolerance = 1e-8;
-        let mut workspace = Workspace::new();
-        assert!(warm_start(&program, GROUP_BITS, tolerance, 100, &mut workspace).is_some());
-        let grouped = minimise(&program, tolerance, 100, &mut workspace).unwrap();
-        let direct = program
-            .minimise(model_start(&program), tolerance, 100, &mut workspace)
-            .unwrap();
-        let apart: f64 = (grouped.marginal.iter().zip(&direct.marginal))
-            .map(|(a, b)| (a - b).abs())
-            .sum();
-        assert!(apart <= 2.0 * tolerance, "r apart by {apart:e}");
+        for laws in [vec![sharp.clone(), flat.clone()], vec![sharp, cut, flat]] {
+            let base = vec![0.0; laws.len()];
+            let potential = Independent {
+                q: &laws,
+                base: &base,
+                flat: true,
+            };
+            let program = Program {
+                name: "test",
+                potential: &potential,
+                p: &p,
+                bounds: (0.0, 40.0),
+                stop: Stop::ProjectedGradient,
+                reach: REACH,
+            };
+            let tolerance = 1e-8;
+            let mut workspace = Workspace::new();
+            assert!(warm_start(&program, GROUP_BITS, tolerance, 100, &mut workspace).is_some());
+            let grouped = minimise(&program, tolerance, 100, &mut workspace).unwrap();
+            let direct = program
+                .minimise(model_start(&program), tolerance, 100, &mut workspace)
+                .unwrap();
+            let apart: f64 = (grouped.marginal.iter().zip(&direct.marginal))
+                .map(|(a, b)| (a - b).abs())
+                .sum();
+            assert!(
+                apart <= 2.0 * tolerance,
+                "{} laws: r apart by {apart:e}",
+                laws.len()
+            );
+        }
     }
 }

@@ -53,14 +53,14 @@ pub(crate) struct Selectable<'a> {
 /// each pass needs (`UNDERFLOW`, `NEGLIGIBLE`), so that each token finds
 /// its nodes from theta alone, without a logarithm or a test per node.
 #[derive(Debug, Clone, Copy)]
-struct NodeLogs {
+pub(super) struct NodeLogs {
     series: f64,
     underflow: f64,
     negligible: f64,
 }
 
 impl NodeLogs {
-    fn new(c: &[f64]) -> Self {
+    pub(super) fn new(c: &[f64]) -> Self {
         let from = |x: f64| (x / c[0]).ln();
         Self {
             series: from(SQUARING_FROM),
@@ -77,8 +77,8 @@ impl NodeLogs {
 /// squaring chains (c_(k+3) = 2 c_k, so e^(-a c_(k+3)) = (e^(-a c_k))²):
 /// computed once, not once per pass.
 #[derive(Debug, Clone, Copy)]
-struct WeightedToken {
-    a: f64,
+pub(super) struct WeightedToken {
+    pub(super) a: f64,
     end: usize,
     underflow: usize,
     negligible: usize,
@@ -86,7 +86,7 @@ struct WeightedToken {
 }
 
 impl WeightedToken {
-    fn new(theta: f64, c: &[f64], logs: NodeLogs) -> Self {
+    pub(super) fn new(theta: f64, c: &[f64], logs: NodeLogs) -> Self {
         let a = theta.exp();
         // Node k sits at ln(c_k / c_0) = k STEP up to rounding, which only
         // moves a boundary term at the limits (e^-60 of the integral, or
@@ -138,6 +138,12 @@ impl WeightedToken {
         sums.iter().sum()
     }
 
+    /// `Σ_k kernel_k e^(-a c_k)` over the nodes up to NEGLIGIBLE, the
+    /// series part from the kernel's `moments`.
+    pub(super) fn smooth(&self, kernel: &[f64], moments: &[[f64; TERMS]]) -> f64 {
+        series(self.a, &moments[self.end]) + self.body_dot(kernel)
+    }
+
     /// `sums_k += weight e^(-a c_k)` over the body up to UNDERFLOW.
     fn body_add(&self, weight: f64, sums: &mut [f64]) {
         let mut e = self.head;
@@ -155,16 +161,17 @@ impl WeightedToken {
 }
 
 /// `M[K][j] = Σ_(k<K) w_k c_k^j / j!` (plus the rule's infinite left
-/// extension, where w ∝ c), so that `Σ_(k<K) w_k e^(-a c_k) = Σ_j (-a)^j M[K][j]`
-/// for tokens whose first K nodes are in the series.
-fn moments(w: &[f64], c: &[f64]) -> Vec<[f64; TERMS]> {
+/// extension, where w grows like c^`growth`), so that `Σ_(k<K) w_k e^(-a
+/// c_k) = Σ_j (-a)^j M[K][j]` for tokens whose first K nodes are in the
+/// series.
+pub(super) fn moments(w: &[f64], c: &[f64], growth: i32) -> Vec<[f64; TERMS]> {
     let mut table = vec![[0.0; TERMS]; c.len() + 1];
     let mut factorial = 1.0;
     for (j, entry) in table[0].iter_mut().enumerate() {
         if j > 0 {
             factorial *= j as f64;
         }
-        let shrink = (-((j + 1) as f64) * STEP).exp();
+        let shrink = (-((j as i32 + growth) as f64) * STEP).exp();
         *entry = w[0] * c[0].powi(j as i32) / factorial * shrink / (1.0 - shrink);
     }
     for k in 0..c.len() {
@@ -186,24 +193,36 @@ fn series(a: f64, moment: &[f64; TERMS]) -> f64 {
     moment.iter().rev().fold(0.0, |acc, m| acc * -a + m)
 }
 
-/// phi(c_k) - base, summed over tokens: nodes past a token's series end
-/// directly, those before it through the token's moments q a^j, bucketed
-/// by series end (node k gets every bucket above k: Σ_j (-c_k)^j / j!
-/// Σ q a^j). On the calling thread, as all of the token-by-token
-/// evaluation: it serves programs below `BUCKETED_FROM` tokens, which run
-/// outside rayon's pool (`PARALLEL_FROM`).
-fn drafted_by_token(side: &Selectable, tokens: &[WeightedToken], c: &[f64]) -> Vec<f64> {
+/// `Σ_y w_y e^(-a_y c_k)` at every node, or `Σ_y w_y (e^(-a_y c_k) - 1)`
+/// when `minus_one`, token by token: nodes past a token's series end
+/// directly, those before it through the token's moments w a^j, bucketed
+/// by series end (node k gets every bucket above k: Σ_j (-c_k)^j / j! Σ w
+/// a^j, from j = 1 when `minus_one`, free of cancellation there). On the
+/// calling thread, as all of the token-by-token evaluation: it serves
+/// programs below `BUCKETED_FROM` tokens, which run outside rayon's pool
+/// (`PARALLEL_FROM`).
+pub(super) fn transform_by_token(
+    tokens: &[WeightedToken],
+    w: impl Fn(usize) -> f64,
+    c: &[f64],
+    minus_one: bool,
+) -> Vec<f64> {
     let k_count = c.len();
-    let mut drafted = vec![0.0; k_count];
+    let mut sums = vec![0.0; k_count];
     let mut buckets = vec![[0.0; TERMS]; k_count + 1];
-    for (&qy, token) in side.q.iter().zip(tokens) {
-        let mut power = qy;
+    // With `minus_one`, -w on every node of a token's body, from its end.
+    let mut body_from = vec![0.0; k_count + 1];
+    for (y, token) in tokens.iter().enumerate() {
+        let wy = w(y);
+        let mut power = wy;
         for entry in buckets[token.end].iter_mut() {
             *entry += power;
             power *= token.a;
         }
-        token.body_add(qy, &mut drafted);
+        token.body_add(wy, &mut sums);
+        body_from[token.end] += wy;
     }
+    let first_term = usize::from(minus_one);
     let mut above = [0.0; TERMS];
     for k in (0..k_count).rev() {
         above
@@ -215,14 +234,23 @@ fn drafted_by_token(side: &Selectable, tokens: &[WeightedToken], c: &[f64]) -> V
             if j > 0 {
                 term *= -c[k] / j as f64;
             }
-            drafted[k] += term * moment;
+            if j >= first_term {
+                sums[k] += term * moment;
+            }
         }
     }
-    drafted
+    if minus_one {
+        let mut in_body = 0.0;
+        for (sum, w) in sums.iter_mut().zip(&body_from) {
+            in_body += w;
+            *sum -= in_body;
+        }
+    }
+    sums
 }
 
-/// r token by token: the series part through node moments of the
-/// kernel, the rest directly.
+/// r token by token: `smooth` of the kernel, which grows like c at the
+/// rule's left end.
 fn marginal_by_token(
     side: &Selectable,
     tokens: &[WeightedToken],
@@ -230,14 +258,11 @@ fn marginal_by_token(
     kernel: &[f64],
 ) -> Vec<f64> {
     let scale = side.n as f64;
-    let kernel_moments = moments(kernel, c);
+    let kernel_moments = moments(kernel, c, 1);
     side.q
         .iter()
         .zip(tokens)
-        .map(|(&qy, token)| {
-            let sum = series(token.a, &kernel_moments[token.end]) + token.body_dot(kernel);
-            scale * qy * token.a * sum
-        })
+        .map(|(&qy, token)| scale * qy * token.a * token.smooth(kernel, &kernel_moments))
         .collect()
 }
 
@@ -339,7 +364,7 @@ fn evaluate(
     };
     let drafted = match &grouping {
         Grouping::Buckets(buckets, decays) => buckets.drafted(&c, decays),
-        Grouping::Tokens(tokens) => drafted_by_token(side, tokens, &c),
+        Grouping::Tokens(tokens) => transform_by_token(tokens, |y| side.q[y], &c, false),
     };
     let n = side.n;
     let base = side.base;

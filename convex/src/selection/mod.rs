@@ -4,16 +4,20 @@
 //! integrals per token (module `integrals`, on the nodes of module
 //! `nodes`); its Newton direction comes from the Hessian's structure, a
 //! weighted graph Laplacian of node rank (module `hessian`); large programs
-//! sum over buckets of theta instead of tokens (module `buckets`).
+//! sum over buckets of theta instead of tokens (module `buckets`), and
+//! module `sums` takes a program's node sums either way for the potential
+//! of drafts from several laws.
 
 mod buckets;
 mod hessian;
 mod integrals;
 mod nodes;
+mod sums;
 
-pub(crate) use buckets::{Assignment, Decays, ORDER};
+pub(crate) use buckets::{Assignment, ORDER};
 pub(crate) use integrals::Selectable;
 pub(crate) use nodes::{NEGLIGIBLE, Nodes, STEP, left_end, left_tail, nodes, nodes_from};
+pub(crate) use sums::Sums;
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential};
