@@ -2,7 +2,11 @@
 //! "Finding H without a closed form"): its best prefix in an order of the
 //! tokens, and the combinatorial search for the H that minimises it.
 
+use rayon::prelude::*;
+
 use crate::independent::product_without;
+use crate::numeric::lane_sum;
+use crate::thresholds::TOKENS_PER_TASK;
 
 /// Keys fall into buckets by the top bits of their order-preserving bit
 /// pattern: the sign, the exponent and BUCKET_MANTISSA_BITS of mantissa
@@ -10,6 +14,8 @@ use crate::independent::product_without;
 const BUCKET_MANTISSA_BITS: u32 = 2;
 const BUCKET_SHIFT: u32 = 52 - BUCKET_MANTISSA_BITS;
 const BUCKETS: usize = 1 << (64 - BUCKET_SHIFT);
+// A token's bucket is kept as a u16.
+const _: () = assert!(BUCKETS <= 1 << 16);
 
 /// The bits of x as an integer in the order of `f64::total_cmp`.
 fn ordered_bits(x: f64) -> u64 {
@@ -25,10 +31,19 @@ fn bucket_of(key: f64) -> usize {
     (ordered_bits(key) >> BUCKET_SHIFT) as usize
 }
 
+/// A set H of tokens, as a mask, with its cut p(H) - Π_i q_i(H), p(H)
+/// and each q_i(H).
+pub(crate) struct PrefixCut {
+    pub in_h: Vec<bool>,
+    pub cut: f64,
+    pub p_h: f64,
+    pub q_h: Vec<f64>,
+}
+
 /// The set H among the prefixes of the tokens by ascending `key` (ties by
 /// index; the empty prefix included) that minimises the cut p(H) - Π_i
-/// q_i(H), as a mask, and that minimum: 1 + it bounds alpha* from above
-/// (max flow's cut, `docs/DESIGN.md` §6b).
+/// q_i(H), with that minimum (1 + it bounds alpha* from above: max flow's
+/// cut, `docs/DESIGN.md` §6b).
 ///
 /// Sorting every token costs more than the rest of a round of the search
 /// at full vocabulary, and the prefixes that can win are few: with the
@@ -38,12 +53,18 @@ fn bucket_of(key: f64) -> usize {
 /// q_i(b)) (p only adds, and the product grows in each q_i). Only the
 /// buckets whose bound is below the best end of a bucket are sorted and
 /// scanned token by token.
-pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
+pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> PrefixCut {
     let n = q.len();
+    // Each token's bucket once, on the pool: the passes below read it.
+    let mut bucket = Vec::with_capacity(key.len());
+    (key.par_iter())
+        .with_min_len(TOKENS_PER_TASK)
+        .map(|&k| bucket_of(k) as u16)
+        .collect_into_vec(&mut bucket);
     // Per bucket: Σ p, then Σ q_i, in one row of n + 1.
     let mut sums = vec![0.0; BUCKETS * (n + 1)];
-    for (y, &k) in key.iter().enumerate() {
-        let row = &mut sums[bucket_of(k) * (n + 1)..][..n + 1];
+    for (y, &b) in bucket.iter().enumerate() {
+        let row = &mut sums[usize::from(b) * (n + 1)..][..n + 1];
         row[0] += p[y];
         (row[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
     }
@@ -53,14 +74,14 @@ pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> (Vec<bo
     // The masses before each occupied bucket, and the best end of one.
     let mut before = Vec::with_capacity(occupied.len());
     let mut running = vec![0.0; n + 1];
-    let mut best = (0.0, Prefix::Empty);
+    let mut best = (0.0, Prefix::Empty, vec![0.0; n + 1]);
     for &b in &occupied {
         before.push(running.clone());
         let row = &sums[b * (n + 1)..][..n + 1];
         running.iter_mut().zip(row).for_each(|(m, x)| *m += x);
         let cut = running[0] - running[1..].iter().product::<f64>();
         if cut < best.0 {
-            best = (cut, Prefix::Through(b));
+            best = (cut, Prefix::Through(b), running.clone());
         }
     }
     let refined: Vec<bool> = {
@@ -75,7 +96,7 @@ pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> (Vec<bo
         refined
     };
     let mut inside: Vec<(f64, usize)> = (key.iter().copied().zip(0..))
-        .filter(|&(k, _)| refined[bucket_of(k)])
+        .filter(|&(_, y)| refined[usize::from(bucket[y])])
         .collect();
     inside.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut at = 0;
@@ -90,31 +111,39 @@ pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> (Vec<bo
             (masses[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
             let cut = masses[0] - masses[1..].iter().product::<f64>();
             if cut < best.0 {
-                best = (cut, Prefix::Within(b, inside[at]));
+                best = (cut, Prefix::Within(b, at), masses.clone());
             }
             at += 1;
         }
     }
-    let in_h = (key.iter().zip(0..))
-        .map(|(&k, y)| match best.1 {
-            Prefix::Empty => false,
-            Prefix::Through(b) => bucket_of(k) <= b,
-            Prefix::Within(b, (last, token)) => {
-                let bucket = bucket_of(k);
-                bucket < b || (bucket == b && k.total_cmp(&last).then(y.cmp(&token)).is_le())
-            }
-        })
-        .collect();
-    (in_h, best.0)
+    // The buckets before the last one whole, and of the last its sorted
+    // tokens up to the prefix's end.
+    let (whole, within) = match best.1 {
+        Prefix::Empty => (0, &inside[..0]),
+        Prefix::Through(b) => (b + 1, &inside[..0]),
+        Prefix::Within(b, end) => {
+            let start = inside.partition_point(|&(k, _)| bucket_of(k) < b);
+            (b, &inside[start..=end])
+        }
+    };
+    let mut in_h: Vec<bool> = bucket.iter().map(|&b| usize::from(b) < whole).collect();
+    within.iter().for_each(|&(_, y)| in_h[y] = true);
+    PrefixCut {
+        in_h,
+        cut: best.0,
+        p_h: best.2[0],
+        q_h: best.2[1..].to_vec(),
+    }
 }
 
-/// Where the best prefix ends: nowhere, with a whole bucket, or at a
-/// token (its key and index) inside one.
+/// Where the best prefix ends: nowhere, with a whole bucket, or inside
+/// one, at a token (its place among the sorted tokens of the refined
+/// buckets).
 #[derive(Clone, Copy)]
 enum Prefix {
     Empty,
     Through(usize),
-    Within(usize, (f64, usize)),
+    Within(usize, usize),
 }
 
 /// An H that minimises the cut p(H) - Π_i q_i(H), searched for
@@ -129,60 +158,71 @@ enum Prefix {
 /// that it starts (`ConvexSolver::solve_independent`).
 pub(crate) fn searched_cut(p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
     const ROUNDS: usize = 32;
-    let masses = |in_h: &[bool]| -> Vec<f64> { q.iter().map(|law| mass_in(law, in_h)).collect() };
     let mut in_h = vec![true; p.len()];
+    let mut p_h = lane_sum(p);
+    let mut mass: Vec<f64> = q.iter().map(|law| lane_sum(law)).collect();
+    let mut order = Vec::with_capacity(p.len());
     for _ in 0..ROUNDS {
-        let mass = masses(&in_h);
         let lambda: Vec<f64> = (0..q.len()).map(|i| product_without(&mass, &[i])).collect();
-        let order: Vec<f64> = (0..p.len())
+        (0..p.len())
+            .into_par_iter()
+            .with_min_len(TOKENS_PER_TASK)
             .map(|y| {
                 let decrease: f64 = q.iter().zip(&lambda).map(|(law, l)| l * law[y]).sum();
                 p[y] / decrease
             })
-            .collect();
-        let (next, _) = best_prefix_cut(&order, p, q);
-        if next == in_h {
+            .collect_into_vec(&mut order);
+        let next = best_prefix_cut(&order, p, q);
+        if next.in_h == in_h {
             break;
         }
-        in_h = next;
+        (in_h, p_h, mass) = (next.in_h, next.p_h, next.q_h);
     }
     // Single moves, each a token's exact change of the cut, taken where it
-    // is a decrease beyond rounding.
+    // is a decrease beyond rounding. A pass looks for the first such token
+    // on the pool (on real rows there is rarely one), then moves tokens
+    // one after another from there.
     const LOWER: f64 = 1e-15;
-    let mut mass = masses(&in_h);
+    let lowers = |y: usize, in_h: &[bool], mass: &[f64]| -> bool {
+        let sign = if in_h[y] { -1.0 } else { 1.0 };
+        let now: f64 = mass.iter().product();
+        let after: f64 = (mass.iter().zip(q))
+            .map(|(m, law)| m + sign * law[y])
+            .product();
+        sign * p[y] - (after - now) < -LOWER
+    };
     for _ in 0..ROUNDS {
-        let mut moved = false;
-        for y in 0..p.len() {
-            let sign = if in_h[y] { -1.0 } else { 1.0 };
-            let now: f64 = mass.iter().product();
-            let after: f64 = (mass.iter().zip(q))
-                .map(|(m, law)| m + sign * law[y])
-                .product();
-            if sign * p[y] - (after - now) < -LOWER {
+        let starts: Vec<usize> = (0..p.len()).step_by(TOKENS_PER_TASK).collect();
+        let Some(first) = starts.par_iter().find_map_first(|&start| {
+            (start..p.len().min(start + TOKENS_PER_TASK)).find(|&y| lowers(y, &in_h, &mass))
+        }) else {
+            break;
+        };
+        for y in first..p.len() {
+            if lowers(y, &in_h, &mass) {
+                let sign = if in_h[y] { -1.0 } else { 1.0 };
                 in_h[y] = !in_h[y];
+                p_h += sign * p[y];
                 (mass.iter_mut().zip(q)).for_each(|(m, law)| *m += sign * law[y]);
-                moved = true;
             }
         }
-        if !moved {
-            break;
-        }
     }
-    let cut = mass_in(p, &in_h) - masses(&in_h).iter().product::<f64>();
-    (in_h, cut)
-}
-
-/// Σ x over the tokens in H.
-fn mass_in(x: &[f64], in_h: &[bool]) -> f64 {
-    (x.iter().zip(in_h))
-        .filter(|&(_, &inside)| inside)
-        .map(|(x, _)| x)
-        .sum()
+    // The masses as the rounds and moves kept them: sums by buckets of
+    // the key, within 1e-15 of any other order of addition.
+    (in_h, p_h - mass.iter().product::<f64>())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Σ x over the tokens in H.
+    fn mass_in(x: &[f64], in_h: &[bool]) -> f64 {
+        (x.iter().zip(in_h))
+            .filter(|&(_, &inside)| inside)
+            .map(|(x, _)| x)
+            .sum()
+    }
     use proptest::collection::vec;
     use proptest::prelude::*;
 
@@ -226,6 +266,22 @@ mod tests {
     }
 
     proptest! {
+        /// The search's cut, from the masses its rounds and moves keep, is
+        /// its mask's (to 1e-12), and no single token moved in or out of H
+        /// lowers it by more than rounding.
+        #[test]
+        fn searched_cut_is_its_masks((p, q, _, _) in instances()) {
+            let (in_h, cut) = searched_cut(&p, &q);
+            let of_mask = mass_in(&p, &in_h) - q.iter().map(|law| mass_in(law, &in_h)).product::<f64>();
+            prop_assert!((of_mask - cut).abs() < 1e-12, "{} vs {}", of_mask, cut);
+            for y in 0..p.len() {
+                let mut moved = in_h.clone();
+                moved[y] = !moved[y];
+                let after = mass_in(&p, &moved) - q.iter().map(|law| mass_in(law, &moved)).product::<f64>();
+                prop_assert!(after >= cut - 1e-12, "moving token {} lowers the cut to {}", y, after);
+            }
+        }
+
         /// The bucketed scan finds the sorted scan's least cut (to 1e-12,
         /// the sums' different order of addition), with keys as given or
         /// the search's own p / Σ q (NaN where both are 0), and its mask
@@ -239,7 +295,11 @@ mod tests {
             } else {
                 key
             };
-            let (in_h, cut) = best_prefix_cut(&key, &p, &q);
+            let PrefixCut { in_h, cut, p_h, q_h } = best_prefix_cut(&key, &p, &q);
+            prop_assert!((mass_in(&p, &in_h) - p_h).abs() < 1e-12, "p(H) {} vs {}", mass_in(&p, &in_h), p_h);
+            for (law, m) in q.iter().zip(&q_h) {
+                prop_assert!((mass_in(law, &in_h) - m).abs() < 1e-12, "q(H) {} vs {}", mass_in(law, &in_h), m);
+            }
             let expected = sorted_prefix_cut(&key, &p, &q);
             prop_assert!((cut - expected).abs() < 1e-12, "{} vs {}", cut, expected);
             let masses: f64 = q.iter().map(|law| mass_in(law, &in_h)).product();

@@ -49,16 +49,28 @@ pub(crate) struct Independent<'a> {
     /// programs, false for the separating one over every drafted token,
     /// whose objective drifts along 1 by 1 - p(drafted tokens).
     pub flat: bool,
+    /// Per draft, the mass of its world, s_i = base_i + Σ q_i: every
+    /// evaluation's, summed once.
+    worlds: Vec<f64>,
 }
 
-impl Independent<'_> {
+impl<'a> Independent<'a> {
+    pub(crate) fn new(q: &'a [Vec<f64>], base: &'a [f64], flat: bool) -> Self {
+        let worlds = (q.iter().zip(base))
+            .map(|(law, base)| base + lane_sum(law))
+            .collect();
+        Self {
+            q,
+            base,
+            flat,
+            worlds,
+        }
+    }
+
     /// P(S > 0): some draft on a selectable token, Π_i (base_i + Σ q_i) -
     /// Π_i base_i, the total of r whatever theta.
     pub(crate) fn selected_mass(&self) -> f64 {
-        let all: f64 = (self.q.iter().zip(self.base))
-            .map(|(law, base)| base + lane_sum(law))
-            .product();
-        all - self.base.iter().product::<f64>()
+        self.worlds.iter().product::<f64>() - self.base.iter().product::<f64>()
     }
 }
 
@@ -68,10 +80,10 @@ pub(crate) struct Kernels {
     c: Vec<f64>,
     /// phi[k][i] = phi_i(c_k).
     phi: Vec<Vec<f64>>,
-    /// The compact tokens (`Compact`) ready for node sums, and each
-    /// token's row there.
+    /// The compact tokens (`Compact`) ready for node sums, and where each
+    /// token's row is.
     tokens: Sums,
-    row: Vec<usize>,
+    rows: Rows,
 }
 
 /// The tokens with the tokens at the least and at the greatest weight
@@ -79,53 +91,96 @@ pub(crate) struct Kernels {
 /// separating program, most of H at 0 in the inner one) as one token
 /// each, of their total q_i: every integral depends on a token only
 /// through its weight, so this is exact, and an evaluation then costs per
-/// token only for the others.
+/// token only for the others. No vocabulary-sized map of rows is made:
+/// a token's row follows from its weight and the kept tokens (`Rows`).
 struct Compact {
+    /// The ends' weights, then the kept tokens'.
     theta: Vec<f64>,
     /// q_i per row, one vector per draft.
     q: Vec<Vec<f64>>,
-    /// Each token's row.
-    row: Vec<usize>,
+    rows: Rows,
+}
+
+/// Where each token's row of a `Compact` is: rows 0 and 1 are the least
+/// and the greatest weight (one row when they are equal), the kept
+/// tokens (at neither) follow in order.
+struct Rows {
+    least: f64,
+    greatest: f64,
+    /// The kept tokens, ascending.
+    kept: Vec<usize>,
+}
+
+impl Rows {
+    fn ends(&self) -> usize {
+        1 + usize::from(self.least < self.greatest)
+    }
+
+    /// The end row of a token at weight `theta`, if it is at one.
+    fn end(&self, theta: f64) -> Option<usize> {
+        (theta == self.least || theta == self.greatest)
+            .then(|| usize::from(theta == self.greatest && self.least < self.greatest))
+    }
+
+    /// Token y's row, its weight `theta`.
+    fn row(&self, y: usize, theta: f64) -> usize {
+        self.end(theta).unwrap_or_else(|| {
+            let place = (self.kept.binary_search(&y)).expect("a token at neither end is kept");
+            self.ends() + place
+        })
+    }
 }
 
 impl Compact {
-    /// Rows 0 and 1 are the least and the greatest weight (one row when
-    /// they are equal), the other tokens follow in order: one pass after
-    /// the extremes, as the compact tokens are found.
-    fn new(theta: &[f64], q: &[Vec<f64>]) -> Self {
-        let (lo, hi) = (theta.par_iter())
-            .with_min_len(TOKENS_PER_TASK)
-            .fold(
-                || (f64::INFINITY, f64::NEG_INFINITY),
-                |(lo, hi), &t| (lo.min(t), hi.max(t)),
-            )
-            .reduce(
-                || (f64::INFINITY, f64::NEG_INFINITY),
-                |(a, b), (c, d)| (a.min(c), b.max(d)),
-            );
-        let ends: Vec<f64> = match theta.len() {
-            0 => Vec::new(),
-            _ if lo < hi => vec![lo, hi],
-            _ => vec![lo],
+    /// The compact tokens of weights `theta`, whose laws `q` have the
+    /// masses `totals`.
+    fn new(theta: &[f64], q: &[Vec<f64>], totals: &[f64]) -> Self {
+        let (least, greatest) = (theta.iter())
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &t| {
+                (lo.min(t), hi.max(t))
+            });
+        // Most tokens sit at the least weight: the others are few. On the
+        // calling thread: a pass this light costs less than waking the
+        // pool's other workers.
+        let above: Vec<usize> = (0..theta.len()).filter(|&y| theta[y] != least).collect();
+        let (at_greatest, kept): (Vec<usize>, Vec<usize>) =
+            above.iter().partition(|&&y| theta[y] == greatest);
+        let rows = Rows {
+            least,
+            greatest,
+            kept,
         };
-        let mut compact_theta = ends.clone();
-        let mut compact_q = vec![vec![0.0; ends.len()]; q.len()];
-        let mut row = Vec::with_capacity(theta.len());
-        for (y, &t) in theta.iter().enumerate() {
-            if t == lo || t == hi {
-                let end = usize::from(t == hi && lo < hi);
-                row.push(end);
-                (compact_q.iter_mut().zip(q)).for_each(|(compact, law)| compact[end] += law[y]);
-            } else {
-                row.push(compact_theta.len());
-                compact_theta.push(t);
-                (compact_q.iter_mut().zip(q)).for_each(|(compact, law)| compact.push(law[y]));
-            }
+        if theta.is_empty() {
+            return Self {
+                theta: Vec::new(),
+                q: vec![Vec::new(); q.len()],
+                rows,
+            };
         }
+        let ends = rows.ends();
+        let mut compact_theta = vec![least, greatest];
+        compact_theta.truncate(ends);
+        compact_theta.extend(rows.kept.iter().map(|&y| theta[y]));
+        // Each law's mass at the ends, then its kept tokens' q; the least
+        // weight's mass is what the others leave of the law's (an error
+        // of its rounding, 1e-16, in phi's absolute terms).
+        let compact_q = (q.iter().zip(totals))
+            .map(|(law, total)| {
+                let (greatest_mass, kept): (f64, Vec<f64>) = (
+                    at_greatest.iter().map(|&y| law[y]).sum(),
+                    rows.kept.iter().map(|&y| law[y]).collect(),
+                );
+                let least_mass = total - greatest_mass - lane_sum(&kept);
+                let mut compact = vec![least_mass, greatest_mass];
+                compact.truncate(ends);
+                compact.extend(kept);
+                compact
+            })
+            .collect();
         Self {
             theta: compact_theta,
             q: compact_q,
-            row,
+            rows,
         }
     }
 }
@@ -178,9 +233,16 @@ struct FreeHessian<'a> {
 }
 
 impl<'a> FreeHessian<'a> {
-    fn new(potential: &Independent, at: &'a Evaluation<Kernels>, free: &[usize]) -> Self {
+    fn new(
+        potential: &Independent,
+        theta: &[f64],
+        at: &'a Evaluation<Kernels>,
+        free: &[usize],
+    ) -> Self {
         let kernels = &at.hessian;
-        let rows: Vec<usize> = free.iter().map(|&y| kernels.row[y]).collect();
+        let rows: Vec<usize> = (free.iter())
+            .map(|&y| kernels.rows.row(y, theta[y]))
+            .collect();
         let tokens = kernels.tokens.restrict(&rows);
         let q: Vec<Vec<f64>> = (potential.q.iter())
             .map(|law| free.iter().map(|&y| law[y]).collect())
@@ -265,17 +327,18 @@ impl Potential for Independent<'_> {
 
     fn evaluate(&self, theta: &[f64], workspace: &mut Workspace) -> Evaluation<Kernels> {
         let n = self.drafts();
-        let compact = Compact::new(theta, self.q);
+        let totals: Vec<f64> = (self.worlds.iter().zip(self.base))
+            .map(|(world, base)| world - base)
+            .collect();
+        let compact = Compact::new(theta, self.q, &totals);
         let c = nodes(&compact.theta, n);
         let tokens = Sums::new(&compact.theta, &c, workspace);
         // phi_i - s_i = Σ_y q_i(y) (e^(-a_y c) - 1), without cancellation.
         let shifts: Vec<Vec<f64>> = (compact.q.iter())
             .map(|law| tokens.transform(|y| law[y], &c, true))
             .collect();
-        let worlds: Vec<f64> = (0..n)
-            .map(|i| self.base[i] + lane_sum(&self.q[i]))
-            .collect();
-        let selectable = worlds.iter().product::<f64>() - self.base.iter().product::<f64>();
+        let worlds = &self.worlds;
+        let selectable = self.selected_mass();
         let mut potential = 0.0;
         let mut phi_at = Vec::with_capacity(c.len());
         for (k, &ck) in c.iter().enumerate() {
@@ -309,22 +372,41 @@ impl Potential for Independent<'_> {
                 tokens.smooth(&c, &kernel, 1, 1)
             })
             .collect();
-        let marginal = (0..theta.len())
+        let rows = compact.rows;
+        // r_y = Σ_i q_i(y) a_row selected_i(row): per end row, a_row
+        // selected_i(row) once, and the tokens at the ends in one pass over
+        // the vocabulary, then the kept ones.
+        let factors = |row: usize| -> Vec<f64> {
+            let a = tokens.weight(row);
+            selected.iter().map(|values| a * values[row]).collect()
+        };
+        let at_ends: Vec<Vec<f64>> = (0..rows.ends().min(theta.len())).map(factors).collect();
+        let combined = |y: usize, factors: &[f64]| -> f64 {
+            (self.q.iter().zip(factors))
+                .map(|(law, f)| law[y] * f)
+                .sum()
+        };
+        let mut marginal = workspace.take(theta.len());
+        (0..theta.len())
             .into_par_iter()
             .with_min_len(TOKENS_PER_TASK)
             .map(|y| {
-                let row = compact.row[y];
-                let sum: f64 = (self.q.iter().zip(&selected))
-                    .map(|(law, values)| law[y] * values[row])
-                    .sum();
-                tokens.weight(row) * sum
+                rows.end(theta[y])
+                    .map_or(0.0, |row| combined(y, &at_ends[row]))
             })
-            .collect();
+            .collect_into_vec(&mut marginal);
+        for (place, &y) in rows.kept.iter().enumerate() {
+            let row = rows.ends() + place;
+            let sum: f64 = (self.q.iter().zip(&selected))
+                .map(|(law, values)| law[y] * values[row])
+                .sum();
+            marginal[y] = tokens.weight(row) * sum;
+        }
         let kernels = Kernels {
             c,
             phi: phi_at,
             tokens,
-            row: compact.row,
+            rows,
         };
         Evaluation {
             potential,
@@ -339,15 +421,15 @@ impl Potential for Independent<'_> {
     /// vocabulary, H's tokens are most of them and held).
     fn direction(
         &self,
-        _theta: &[f64],
+        theta: &[f64],
         at: &Evaluation<Kernels>,
         gradient: &[f64],
         held: &[bool],
         enough: f64,
-        _workspace: &mut Workspace,
+        workspace: &mut Workspace,
     ) -> Vec<f64> {
         let free: Vec<usize> = (0..held.len()).filter(|&y| !held[y]).collect();
-        let hessian = FreeHessian::new(self, at, &free);
+        let hessian = FreeHessian::new(self, theta, at, &free);
         let free_gradient: Vec<f64> = free.iter().map(|&y| gradient[y]).collect();
         let step = newton_by_conjugate_gradients(
             |v| hessian.times(v),
@@ -357,7 +439,7 @@ impl Potential for Independent<'_> {
             &vec![false; free.len()],
             enough,
         );
-        let mut direction = vec![0.0; held.len()];
+        let mut direction = workspace.filled(held.len(), 0.0);
         free.iter().zip(step).for_each(|(&y, d)| direction[y] = d);
         direction
     }
@@ -454,11 +536,7 @@ mod tests {
             ),
         ];
         for (q, base, theta) in cases {
-            let potential = Independent {
-                q: &q,
-                base: &base,
-                flat: true,
-            };
+            let potential = Independent::new(&q, &base, true);
             let at = potential.evaluate(&theta, &mut Workspace::default());
             let (r, value) = enumerated(&q, &base, &theta);
             for (got, want) in at.marginal.iter().zip(&r) {
@@ -476,11 +554,7 @@ mod tests {
     #[test]
     fn no_tokens() {
         let (q, base) = (vec![Vec::new(), Vec::new()], vec![0.5, 1.0]);
-        let potential = Independent {
-            q: &q,
-            base: &base,
-            flat: true,
-        };
+        let potential = Independent::new(&q, &base, true);
         let at = potential.evaluate(&[], &mut Workspace::default());
         assert_eq!((at.potential, at.marginal.len()), (0.0, 0));
     }
@@ -491,15 +565,11 @@ mod tests {
         let q = vec![vec![0.4, 0.3, 0.2, 0.1], vec![0.1, 0.5, 0.3, 0.1]];
         let base = vec![0.0, 0.0];
         let theta = vec![0.0, -2.0, -0.7, -2.0];
-        let potential = Independent {
-            q: &q,
-            base: &base,
-            flat: true,
-        };
+        let potential = Independent::new(&q, &base, true);
         let mut workspace = Workspace::default();
         let at = potential.evaluate(&theta, &mut workspace);
         let v = [0.3, -0.2, 0.5, 0.1];
-        let hessian = FreeHessian::new(&potential, &at, &[0, 1, 2, 3]);
+        let hessian = FreeHessian::new(&potential, &theta, &at, &[0, 1, 2, 3]);
         let hv = hessian.times(&v);
         let h = 1e-6;
         let mut moved = |s: f64| {
@@ -519,7 +589,7 @@ mod tests {
             assert!((diagonal[y] - column[y]).abs() < 1e-12);
         }
         // On a subset of the tokens, the same entries.
-        let part = FreeHessian::new(&potential, &at, &[1, 3]);
+        let part = FreeHessian::new(&potential, &theta, &at, &[1, 3]);
         let column = part.times(&[1.0, 0.0]);
         let mut unit = [0.0; 4];
         unit[1] = 1.0;

@@ -104,7 +104,7 @@ pub use global_resolution::{
 pub use selection_rule::{Counting, SelectionRule};
 pub use workspace::Workspace;
 
-use cut::{best_prefix_cut, searched_cut};
+use cut::{PrefixCut, best_prefix_cut, searched_cut};
 use independent::Independent;
 use newton::{Potential, Program, REACH, Solved, Stop};
 use numeric::{lane_sum, sum_where};
@@ -505,11 +505,7 @@ impl ConvexSolver {
         let nothing = vec![0.0; n];
         let separating = Program {
             name: "separating",
-            potential: &Independent {
-                q: &q,
-                base: &nothing,
-                flat: false,
-            },
+            potential: &Independent::new(&q, &nothing, false),
             p: &p,
             bounds: (-THETA_LIMIT, 0.0),
             stop: Stop::ProjectedGradient,
@@ -520,7 +516,11 @@ impl ConvexSolver {
             .collect();
         let separated =
             separating.minimise(start, 0.1 * self.tolerance, self.max_iterations, workspace)?;
-        let (prefix, prefix_cut) = best_prefix_cut(&separated.theta, &p, &q);
+        let PrefixCut {
+            in_h: prefix,
+            cut: prefix_cut,
+            ..
+        } = best_prefix_cut(&separated.theta, &p, &q);
         if prefix_cut >= cut {
             return Err(failure);
         }
@@ -570,16 +570,8 @@ impl ConvexSolver {
             p,
         };
         let nothing = vec![0.0; q.len()];
-        let outer_potential = Independent {
-            q: &outer_q,
-            base: &q_h,
-            flat: true,
-        };
-        let inner_potential = Independent {
-            q: &inner_q,
-            base: &nothing,
-            flat: true,
-        };
+        let outer_potential = Independent::new(&outer_q, &q_h, true);
+        let inner_potential = Independent::new(&inner_q, &nothing, true);
         let side_tolerance = 0.5 * self.tolerance;
         let outer_program = Side::Outer.program(&outer_potential, &outer_p);
         let outer_solved = match outer_guess {

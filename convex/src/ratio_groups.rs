@@ -110,11 +110,7 @@ impl Groupable for Independent<'_> {
     }
 
     fn over<'b>(&'b self, laws: &'b [Vec<f64>]) -> Independent<'b> {
-        Independent {
-            q: laws,
-            base: self.base,
-            flat: self.flat,
-        }
+        Independent::new(laws, self.base, self.flat)
     }
 
     fn selected_mass(&self) -> f64 {
@@ -248,25 +244,30 @@ fn warm_start<P: Groupable>(
     let ratios = (last.saturating_sub(first) + 1) as usize;
     let count = ratios * levels.pow(laws.len() as u32 - 1);
     let cell = |place: &Place| place.odds as usize * ratios + (place.key - first) as usize;
-    let mut group_q = vec![vec![0.0; count]; laws.len()];
-    let mut group_p = vec![0.0; count];
+    // Per cell one row of Σ p, then Σ q_i: a token's sums share a cache
+    // line.
+    let width = laws.len() + 1;
+    let mut sums = vec![0.0; count * width];
     for (y, place) in places.iter().enumerate() {
-        let k = cell(place);
-        group_p[k] += p[y];
-        (group_q.iter_mut().zip(&laws)).for_each(|(group, law)| group[k] += law[y]);
+        let row = &mut sums[cell(place) * width..][..width];
+        row[0] += p[y];
+        (row[1..].iter_mut().zip(&laws)).for_each(|(sum, law)| *sum += law[y]);
     }
     let occupied: Vec<usize> = (0..count)
-        .filter(|&k| group_q.iter().any(|group| group[k] > 0.0))
+        .filter(|&k| sums[k * width + 1..][..width - 1].iter().any(|&q| q > 0.0))
         .collect();
     if occupied.len() * SHRINK > p.len() {
         return None;
     }
-    let mut index = vec![usize::MAX; count];
-    occupied.iter().enumerate().for_each(|(i, &k)| index[k] = i);
-    let grouped_laws: Vec<Vec<f64>> = (group_q.iter())
-        .map(|group| occupied.iter().map(|&k| group[k]).collect())
+    let mut index = vec![u32::MAX; count];
+    occupied
+        .iter()
+        .enumerate()
+        .for_each(|(i, &k)| index[k] = i as u32);
+    let grouped_laws: Vec<Vec<f64>> = (1..width)
+        .map(|i| occupied.iter().map(|&k| sums[k * width + i]).collect())
         .collect();
-    let grouped_p: Vec<f64> = occupied.iter().map(|&k| group_p[k]).collect();
+    let grouped_p: Vec<f64> = occupied.iter().map(|&k| sums[k * width]).collect();
     let grouped_potential = program.potential.over(&grouped_laws);
     let grouped = Program {
         name: program.name,
@@ -300,7 +301,7 @@ fn warm_start<P: Groupable>(
         .par_iter()
         .with_min_len(TOKENS_PER_TASK)
         .map(|place| {
-            let (rho, i) = (place.ratio, index[cell(place)]);
+            let (rho, i) = (place.ratio, index[cell(place)] as usize);
             let neighbour = if rho >= centre[i] {
                 i + 1
             } else {
@@ -486,11 +487,7 @@ mod tests {
         );
         for laws in [vec![sharp.clone(), flat.clone()], vec![sharp, cut, flat]] {
             let base = vec![0.0; laws.len()];
-            let potential = Independent {
-                q: &laws,
-                base: &base,
-                flat: true,
-            };
+            let potential = Independent::new(&laws, &base, true);
             let program = Program {
                 name: "test",
                 potential: &potential,
