@@ -61,13 +61,25 @@ pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> PrefixC
         .with_min_len(TOKENS_PER_TASK)
         .map(|&k| bucket_of(k) as u16)
         .collect_into_vec(&mut bucket);
-    // Per bucket: Σ p, then Σ q_i, in one row of n + 1.
-    let mut sums = vec![0.0; BUCKETS * (n + 1)];
-    for (y, &b) in bucket.iter().enumerate() {
-        let row = &mut sums[usize::from(b) * (n + 1)..][..n + 1];
-        row[0] += p[y];
-        (row[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
-    }
+    // Per bucket: Σ p, then Σ q_i, in one row of n + 1; the halves of a
+    // large vocabulary on two workers, each into its own table.
+    let sums_over = |tokens: std::ops::Range<usize>| -> Vec<f64> {
+        let mut sums = vec![0.0; BUCKETS * (n + 1)];
+        for y in tokens {
+            let row = &mut sums[usize::from(bucket[y]) * (n + 1)..][..n + 1];
+            row[0] += p[y];
+            (row[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
+        }
+        sums
+    };
+    let sums = if key.len() >= 2 * TOKENS_PER_TASK {
+        let half = key.len() / 2;
+        let (mut sums, other) = rayon::join(|| sums_over(0..half), || sums_over(half..key.len()));
+        sums.iter_mut().zip(&other).for_each(|(x, y)| *x += y);
+        sums
+    } else {
+        sums_over(0..key.len())
+    };
     let occupied: Vec<usize> = (0..BUCKETS)
         .filter(|&b| sums[b * (n + 1)..][..n + 1].iter().any(|&x| x != 0.0))
         .collect();
@@ -183,23 +195,24 @@ pub(crate) fn searched_cut(p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
     // on the pool (on real rows there is rarely one), then moves tokens
     // one after another from there.
     const LOWER: f64 = 1e-15;
-    let lowers = |y: usize, in_h: &[bool], mass: &[f64]| -> bool {
+    // Whether moving y lowers the cut, for masses `mass` of product `now`.
+    let lowers = |y: usize, in_h: &[bool], mass: &[f64], now: f64| -> bool {
         let sign = if in_h[y] { -1.0 } else { 1.0 };
-        let now: f64 = mass.iter().product();
         let after: f64 = (mass.iter().zip(q))
             .map(|(m, law)| m + sign * law[y])
             .product();
         sign * p[y] - (after - now) < -LOWER
     };
+    let starts: Vec<usize> = (0..p.len()).step_by(TOKENS_PER_TASK).collect();
     for _ in 0..ROUNDS {
-        let starts: Vec<usize> = (0..p.len()).step_by(TOKENS_PER_TASK).collect();
+        let now: f64 = mass.iter().product();
         let Some(first) = starts.par_iter().find_map_first(|&start| {
-            (start..p.len().min(start + TOKENS_PER_TASK)).find(|&y| lowers(y, &in_h, &mass))
+            (start..p.len().min(start + TOKENS_PER_TASK)).find(|&y| lowers(y, &in_h, &mass, now))
         }) else {
             break;
         };
         for y in first..p.len() {
-            if lowers(y, &in_h, &mass) {
+            if lowers(y, &in_h, &mass, mass.iter().product()) {
                 let sign = if in_h[y] { -1.0 } else { 1.0 };
                 in_h[y] = !in_h[y];
                 p_h += sign * p[y];
@@ -263,6 +276,34 @@ mod tests {
                 any::<bool>(),
             )
         })
+    }
+
+    /// A vocabulary large enough for the buckets' sums to be split between
+    /// two workers: the same least cut as the sorted scan.
+    #[test]
+    fn large_prefix_cut_matches_a_full_sort() {
+        let v = 50_000;
+        let spread = |spin: f64| -> Vec<f64> {
+            normalised(
+                (0..v)
+                    .map(|y| (-12.0 * (y as f64 * spin).fract()).exp())
+                    .collect(),
+            )
+        };
+        let (p, q) = (
+            spread(0.618_033_988_7),
+            vec![spread(0.754_877_666_2), spread(0.569_840_290_9)],
+        );
+        let key: Vec<f64> = (0..v).map(|y| p[y] / (q[0][y] + q[1][y])).collect();
+        let PrefixCut { in_h, cut, .. } = best_prefix_cut(&key, &p, &q);
+        let expected = sorted_prefix_cut(&key, &p, &q);
+        assert!(cut < -0.1, "a cut of {cut}: H is not trivial");
+        assert!((cut - expected).abs() < 1e-12, "{cut} vs {expected}");
+        let of_mask = mass_in(&p, &in_h) - q.iter().map(|law| mass_in(law, &in_h)).product::<f64>();
+        assert!(
+            (of_mask - cut).abs() < 1e-12,
+            "the mask's cut {of_mask} vs {cut}"
+        );
     }
 
     proptest! {
