@@ -61,25 +61,13 @@ pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> PrefixC
         .with_min_len(TOKENS_PER_TASK)
         .map(|&k| bucket_of(k) as u16)
         .collect_into_vec(&mut bucket);
-    // Per bucket: Σ p, then Σ q_i, in one row of n + 1; the halves of a
-    // large vocabulary on two workers, each into its own table.
-    let sums_over = |tokens: std::ops::Range<usize>| -> Vec<f64> {
-        let mut sums = vec![0.0; BUCKETS * (n + 1)];
-        for y in tokens {
-            let row = &mut sums[usize::from(bucket[y]) * (n + 1)..][..n + 1];
-            row[0] += p[y];
-            (row[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
-        }
-        sums
-    };
-    let sums = if key.len() >= 2 * TOKENS_PER_TASK {
-        let half = key.len() / 2;
-        let (mut sums, other) = rayon::join(|| sums_over(0..half), || sums_over(half..key.len()));
-        sums.iter_mut().zip(&other).for_each(|(x, y)| *x += y);
-        sums
-    } else {
-        sums_over(0..key.len())
-    };
+    // Per bucket: Σ p, then Σ q_i, in one row of n + 1.
+    let mut sums = vec![0.0; BUCKETS * (n + 1)];
+    for (y, &b) in bucket.iter().enumerate() {
+        let row = &mut sums[usize::from(b) * (n + 1)..][..n + 1];
+        row[0] += p[y];
+        (row[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
+    }
     let occupied: Vec<usize> = (0..BUCKETS)
         .filter(|&b| sums[b * (n + 1)..][..n + 1].iter().any(|&x| x != 0.0))
         .collect();
@@ -278,8 +266,8 @@ mod tests {
         })
     }
 
-    /// A vocabulary large enough for the buckets' sums to be split between
-    /// two workers: the same least cut as the sorted scan.
+    /// A vocabulary of many tokens a bucket: the same least cut as the
+    /// sorted scan.
     #[test]
     fn large_prefix_cut_matches_a_full_sort() {
         let v = 50_000;
