@@ -290,28 +290,37 @@ fn warm_start<P: Groupable>(
 
     // A group's weight belongs to its mean ratio Σ p / Σ q; a token's is
     // interpolated linearly in the ratio towards the neighbouring group
-    // of its odds cell on its side.
+    // of its odds cell on its side: per group, its ratio, its weight and
+    // the slopes towards either neighbour (0 where there is none), so that
+    // a token costs a lookup and a multiplication.
     let theta = &grouped.theta;
     let centre: Vec<f64> = (0..occupied.len())
         .map(|i| grouped_p[i] / grouped_laws.iter().map(|law| law[i]).sum::<f64>())
         .collect();
     let odds_cell = |i: usize| occupied[i] / ratios;
+    let slope = |i: usize, neighbour: usize| -> f64 {
+        if neighbour >= theta.len() || odds_cell(neighbour) != odds_cell(i) {
+            return 0.0;
+        }
+        (theta[neighbour] - theta[i]) / (centre[neighbour] - centre[i])
+    };
+    let lines: Vec<(f64, f64, [f64; 2])> = (0..theta.len())
+        .map(|i| {
+            (
+                centre[i],
+                theta[i],
+                [slope(i, i.wrapping_sub(1)), slope(i, i + 1)],
+            )
+        })
+        .collect();
     let mut start = workspace.take(p.len());
     places
         .par_iter()
         .with_min_len(TOKENS_PER_TASK)
         .map(|place| {
-            let (rho, i) = (place.ratio, index[cell(place)] as usize);
-            let neighbour = if rho >= centre[i] {
-                i + 1
-            } else {
-                i.wrapping_sub(1)
-            };
-            if neighbour >= theta.len() || odds_cell(neighbour) != odds_cell(i) {
-                return theta[i];
-            }
-            let t = (rho - centre[i]) / (centre[neighbour] - centre[i]);
-            theta[i] + t * (theta[neighbour] - theta[i])
+            let (centre, theta, slopes) = lines[index[cell(place)] as usize];
+            let offset = place.ratio - centre;
+            theta + slopes[usize::from(offset >= 0.0)] * offset
         })
         .collect_into_vec(&mut start);
     Some((start, grouped.iterations))
