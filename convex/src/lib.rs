@@ -44,8 +44,9 @@
 //!   where the free tokens' rows of U live.
 //! * `independent`: the potential of drafts from different models (a
 //!   product of the drafts' transforms in place of phi^n), its sums over
-//!   tokens through the buckets of theta (`Assignment::transform` and
-//!   `Assignment::smooth`), with Newton directions by conjugate gradients.
+//!   tokens as the i.i.d. evaluation takes them (`selection::Sums`: by
+//!   bucket of theta from `BUCKETED_FROM` tokens, token by token below),
+//!   with Newton directions by conjugate gradients.
 //! * `without_replacement`: the potential of drafts without replacement,
 //!   prefix and suffix polynomials over the tokens at each pair of nodes
 //!   (in c and in the clocks' time t), Newton directions from central
