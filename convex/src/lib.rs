@@ -483,14 +483,15 @@ impl ConvexSolver {
             .iter()
             .map(|q| q.probs())
             .collect();
-        let n = laws.len();
         let target = problem.target().probs();
-        let support: Vec<usize> = (0..target.len())
-            .filter(|&y| laws.iter().any(|q| q[y] > 0.0))
-            .collect();
-        let p: Vec<f64> = support.iter().map(|&y| target[y]).collect();
+        // Sized up front, as `solve_on_support` sizes its lists, and p and
+        // q from the workspace.
+        let is_drafted = |&y: &usize| laws.iter().any(|q| q[y] > 0.0);
+        let mut support = Vec::with_capacity((0..target.len()).filter(is_drafted).count());
+        support.extend((0..target.len()).filter(is_drafted));
+        let p = workspace.gather(&support, target);
         let q: Vec<Vec<f64>> = (laws.iter())
-            .map(|law| support.iter().map(|&y| law[y]).collect())
+            .map(|law| workspace.gather(&support, law))
             .collect();
         let drafted = Drafted {
             p: &p,
@@ -498,16 +499,32 @@ impl ConvexSolver {
             support: &support,
             vocabulary: target.len(),
         };
-        let (in_h, cut) = searched_cut(&p, &q);
-        let failure = match self.solve_independent_sides(&drafted, (&in_h, cut), None, workspace) {
+        let solved = self.solve_drafted(&drafted, workspace);
+        for vector in q.into_iter().chain([p]) {
+            workspace.give(vector);
+        }
+        solved
+    }
+
+    /// `solve_independent` on the drafted tokens: the searched H, and
+    /// where a side reaches its cap, the separating program's.
+    fn solve_drafted(
+        &self,
+        drafted: &Drafted,
+        workspace: &mut Workspace,
+    ) -> Result<ConvexSolution, ConvexError> {
+        let Drafted { p, q, .. } = *drafted;
+        let n = q.len();
+        let (in_h, cut) = searched_cut(p, q);
+        let failure = match self.solve_independent_sides(drafted, (&in_h, cut), None, workspace) {
             Err(failure @ ConvexError::IterationCap { .. }) => failure,
             solved => return solved,
         };
         let nothing = vec![0.0; n];
         let separating = Program {
             name: "separating",
-            potential: &Independent::new(&q, &nothing, false),
-            p: &p,
+            potential: &Independent::new(q, &nothing, false),
+            p,
             bounds: (-THETA_LIMIT, 0.0),
             stop: Stop::ProjectedGradient,
             reach: THETA_LIMIT,
@@ -521,12 +538,12 @@ impl ConvexSolver {
             in_h: prefix,
             cut: prefix_cut,
             ..
-        } = best_prefix_cut(&separated.theta, &p, &q);
+        } = best_prefix_cut(&separated.theta, p, q);
         if prefix_cut >= cut {
             return Err(failure);
         }
         let mut solution = self.solve_independent_sides(
-            &drafted,
+            drafted,
             (&prefix, prefix_cut),
             Some(&separated.theta),
             workspace,
@@ -547,22 +564,29 @@ impl ConvexSolver {
         workspace: &mut Workspace,
     ) -> Result<ConvexSolution, ConvexError> {
         let Drafted { p, q, .. } = *drafted;
-        let inner: Vec<usize> = (0..p.len()).filter(|&y| in_h[y]).collect();
-        let outer: Vec<usize> = (0..p.len()).filter(|&y| !in_h[y]).collect();
-        let restricted = |slots: &[usize]| -> (Vec<Vec<f64>>, Vec<f64>) {
+        // Both lists sized up front, as the i.i.d. method's, and each
+        // side's p and q_i from the workspace.
+        let inside = in_h.iter().filter(|&&inside| inside).count();
+        let (mut inner, mut outer) = (
+            Vec::with_capacity(inside),
+            Vec::with_capacity(p.len() - inside),
+        );
+        for (y, &inside) in in_h.iter().enumerate() {
+            if inside {
+                inner.push(y);
+            } else {
+                outer.push(y);
+            }
+        }
+        let mut restricted = |slots: &[usize]| -> (Vec<Vec<f64>>, Vec<f64>) {
             (
-                q.iter()
-                    .map(|law| slots.iter().map(|&y| law[y]).collect())
-                    .collect(),
-                slots.iter().map(|&y| p[y]).collect(),
+                q.iter().map(|law| workspace.gather(slots, law)).collect(),
+                workspace.gather(slots, p),
             )
         };
-        let q_h: Vec<f64> = q
-            .iter()
-            .map(|law| inner.iter().map(|&y| law[y]).sum())
-            .collect();
         let (outer_q, outer_p) = restricted(&outer);
         let (inner_q, inner_p) = restricted(&inner);
+        let q_h: Vec<f64> = inner_q.iter().map(|law| lane_sum(law)).collect();
         let sides = Sides {
             outer: (&outer, &outer_p),
             inner: (&inner, &inner_p),
@@ -594,7 +618,11 @@ impl ConvexSolver {
             self.max_iterations,
             workspace,
         )?;
-        Ok(self.assemble(sides, (outer_solved, inner_solved), 1.0 + cut, workspace))
+        let solution = self.assemble(sides, (outer_solved, inner_solved), 1.0 + cut, workspace);
+        for vector in outer_q.into_iter().chain(inner_q).chain([outer_p, inner_p]) {
+            workspace.give(vector);
+        }
+        Ok(solution)
     }
 }
 

@@ -18,6 +18,7 @@ use crate::thresholds::BUCKETED_FROM;
 /// the nodes they were made for.
 pub(crate) struct Sums(Ways);
 
+/// How a `Sums` takes its node sums.
 enum Ways {
     /// Buckets of theta, with the decays e^(-a_b c_k) of their centres,
     /// which the sums of a restriction share.
