@@ -343,7 +343,7 @@ impl ConvexSolver {
             });
         }
         let (target, draft) = (problem.target(), &drafts.drafts()[0]);
-        let support = draft_support(draft.probs());
+        let support = draft_support(&[draft.probs()]);
         let restricted = (support.len() < target.len())
             .then(|| restrict(target, draft, &support, workspace))
             .transpose()?;
@@ -484,11 +484,8 @@ impl ConvexSolver {
             .map(|q| q.probs())
             .collect();
         let target = problem.target().probs();
-        // Sized up front, as `solve_on_support` sizes its lists, and p and
-        // q from the workspace.
-        let is_drafted = |&y: &usize| laws.iter().any(|q| q[y] > 0.0);
-        let mut support = Vec::with_capacity((0..target.len()).filter(is_drafted).count());
-        support.extend((0..target.len()).filter(is_drafted));
+        // p and q from the workspace.
+        let support = draft_support(&laws);
         let p = workspace.gather(&support, target);
         let q: Vec<Vec<f64>> = (laws.iter())
             .map(|law| workspace.gather(&support, law))
@@ -737,38 +734,39 @@ struct Sides<'a> {
     p: &'a [f64],
 }
 
-/// The tokens of positive draft probability, ascending, in one pass over
-/// the draft alone (p is read only on them, by `restrict`). Chunks with
-/// no set bit are skipped after one OR over them (a truncated draft's
-/// are mostly empty); the tests of the others become a bit mask: drafted
-/// tokens are spread along the vocabulary, and a branch per token would
-/// mispredict on each of them.
-fn draft_support(q: &[f64]) -> Vec<usize> {
+/// The tokens of positive probability under some draft law (the laws of
+/// one vocabulary), ascending, in one pass over the laws alone (p is read
+/// only on them, by `restrict`). Chunks with no set bit in any law are
+/// skipped after one OR over them (a truncated draft's are mostly
+/// empty); the tests of the others become a bit mask: drafted tokens are
+/// spread along the vocabulary, and a branch per token would mispredict
+/// on each of them.
+fn draft_support(laws: &[&[f64]]) -> Vec<usize> {
     const CHUNK: usize = 32;
+    let size = laws.first().map_or(0, |law| law.len());
     let mut support = Vec::new();
-    let chunks = q.chunks_exact(CHUNK);
-    let left = chunks.remainder();
-    for (chunk, q) in chunks.enumerate() {
+    let whole = size - size % CHUNK;
+    for start in (0..whole).step_by(CHUNK) {
+        let chunks = laws.iter().map(|law| &law[start..start + CHUNK]);
         // Only +0.0 has no bit set (a draft's entries are never negative).
-        if q.iter().fold(0, |any, q| any | q.to_bits()) == 0 {
+        let any = (chunks.clone())
+            .flat_map(|chunk| chunk.iter())
+            .fold(0, |any, q| any | q.to_bits());
+        if any == 0 {
             continue;
         }
         let mut drafted = 0u32;
-        for (lane, &q) in q.iter().enumerate() {
-            drafted |= u32::from(q > 0.0) << lane;
+        for chunk in chunks {
+            for (lane, &q) in chunk.iter().enumerate() {
+                drafted |= u32::from(q > 0.0) << lane;
+            }
         }
         while drafted != 0 {
-            support.push(chunk * CHUNK + drafted.trailing_zeros() as usize);
+            support.push(start + drafted.trailing_zeros() as usize);
             drafted &= drafted - 1;
         }
     }
-    let first = q.len() - left.len();
-    support.extend(
-        (first..)
-            .zip(left)
-            .filter(|&(_, &q)| q > 0.0)
-            .map(|(y, _)| y),
-    );
+    support.extend((whole..size).filter(|&y| laws.iter().any(|law| law[y] > 0.0)));
     support
 }
 
@@ -930,7 +928,8 @@ mod tests {
 
     /// The support is the tokens with q > 0, ascending, whatever blocks
     /// they fall in: empty blocks, full ones, -0.0 entries (bits set, not
-    /// drafted), and a remainder after the last whole block.
+    /// drafted), and a remainder after the last whole block; of two laws,
+    /// the tokens positive in either.
     #[test]
     fn draft_support_is_the_positive_entries() {
         for v in [0, 5, 31, 32, 33, 64, 100, 1000] {
@@ -943,7 +942,15 @@ mod tests {
                     })
                     .collect();
                 let expected: Vec<usize> = (0..v).filter(|&y| q[y] > 0.0).collect();
-                assert_eq!(draft_support(&q), expected, "v = {v}, stride {stride}");
+                assert_eq!(draft_support(&[&q]), expected, "v = {v}, stride {stride}");
+                // A second law, positive elsewhere: the union.
+                let other: Vec<f64> = (0..v).map(|y| if y % 7 == 2 { 0.5 } else { 0.0 }).collect();
+                let either: Vec<usize> = (0..v).filter(|&y| q[y] > 0.0 || other[y] > 0.0).collect();
+                assert_eq!(
+                    draft_support(&[&q, &other]),
+                    either,
+                    "two laws, v = {v}, stride {stride}"
+                );
             }
         }
     }
