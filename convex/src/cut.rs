@@ -54,12 +54,21 @@ pub(crate) struct PrefixCut {
 /// buckets whose bound is below the best end of a bucket are sorted and
 /// scanned token by token.
 pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> PrefixCut {
+    best_prefix_cut_by(|y| key[y], p, q)
+}
+
+/// `best_prefix_cut` with token y's key `key(y)`, made where it is read
+/// (a search round's keys are a division each: made twice for the few
+/// tokens of the sorted buckets, that costs less than a vocabulary-sized
+/// vector of them written and read).
+fn best_prefix_cut_by(key: impl Fn(usize) -> f64 + Sync, p: &[f64], q: &[Vec<f64>]) -> PrefixCut {
     let n = q.len();
     // Each token's bucket once, on the pool: the passes below read it.
-    let mut bucket = Vec::with_capacity(key.len());
-    (key.par_iter())
+    let mut bucket = Vec::with_capacity(p.len());
+    (0..p.len())
+        .into_par_iter()
         .with_min_len(TOKENS_PER_TASK)
-        .map(|&k| bucket_of(k) as u16)
+        .map(|y| bucket_of(key(y)) as u16)
         .collect_into_vec(&mut bucket);
     // Per bucket: Σ p, then Σ q_i, in one row of n + 1.
     let mut sums = vec![0.0; BUCKETS * (n + 1)];
@@ -95,8 +104,9 @@ pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> PrefixC
         }
         refined
     };
-    let mut inside: Vec<(f64, usize)> = (key.iter().copied().zip(0..))
-        .filter(|&(_, y)| refined[usize::from(bucket[y])])
+    let mut inside: Vec<(f64, usize)> = (0..p.len())
+        .filter(|&y| refined[usize::from(bucket[y])])
+        .map(|y| (key(y), y))
         .collect();
     inside.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut at = 0;
@@ -161,18 +171,13 @@ pub(crate) fn searched_cut(p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
     let mut in_h = vec![true; p.len()];
     let mut p_h = lane_sum(p);
     let mut mass: Vec<f64> = q.iter().map(|law| lane_sum(law)).collect();
-    let mut order = Vec::with_capacity(p.len());
     for _ in 0..ROUNDS {
         let lambda: Vec<f64> = (0..q.len()).map(|i| product_without(&mass, &[i])).collect();
-        (0..p.len())
-            .into_par_iter()
-            .with_min_len(TOKENS_PER_TASK)
-            .map(|y| {
-                let decrease: f64 = q.iter().zip(&lambda).map(|(law, l)| l * law[y]).sum();
-                p[y] / decrease
-            })
-            .collect_into_vec(&mut order);
-        let next = best_prefix_cut(&order, p, q);
+        let order = |y: usize| {
+            let decrease: f64 = q.iter().zip(&lambda).map(|(law, l)| l * law[y]).sum();
+            p[y] / decrease
+        };
+        let next = best_prefix_cut_by(order, p, q);
         if next.in_h == in_h {
             break;
         }
