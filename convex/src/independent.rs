@@ -20,10 +20,11 @@
 //!   Π_{j≠i} phi_j dc` (1/S² = ∫ c e^(-cS) dc).
 //!
 //! The integrals use the i.i.d. rule's nodes (trapezoidal in ln c), and
-//! their sums over tokens run through buckets of theta (the i.i.d. rule's
-//! `Assignment`: per bucket, a series in each token's offset from its
-//! centre), so that each sum costs O(V) multiplications plus O(buckets x
-//! nodes) exponentials, however many distinct weights the tokens take;
+//! their sums over tokens run as the i.i.d. rule's (`selection::Sums`):
+//! through buckets of theta for large programs (per bucket, a series in
+//! each token's offset from its centre), so that each sum costs O(V)
+//! multiplications plus O(buckets x nodes) exponentials, however many
+//! distinct weights the tokens take, and token by token for small ones;
 //! the tokens at the least and the greatest weight, where the held ones
 //! sit, count as one token each (`Compact`). The Newton direction is
 //! found by conjugate gradients on Hessian-vector products over the free
@@ -75,7 +76,7 @@ impl<'a> Independent<'a> {
 }
 
 /// What a Newton direction needs of an evaluation: the nodes, each
-/// draft's transform phi_i at each node, and the tokens' buckets.
+/// draft's transform phi_i at each node, and the tokens ready for sums.
 pub(crate) struct Kernels {
     c: Vec<f64>,
     /// phi[k][i] = phi_i(c_k).
