@@ -319,12 +319,10 @@ impl Grid {
     /// Every how many nodes of the fine rule in c, and the step in ln t
     /// for n drafts.
     fn strides(self, n: usize) -> (usize, f64) {
+        let fine = clock_step(n, FINE_CLOCKS).min(CLOCK_STEP);
         match self {
-            Grid::Fine => (1, clock_step(n, FINE_CLOCKS)),
-            Grid::Coarse => (
-                2,
-                (2.0 * clock_step(n, FINE_CLOCKS)).min(clock_step(n, COARSE_CLOCKS)),
-            ),
+            Grid::Fine => (1, fine),
+            Grid::Coarse => (2, (2.0 * fine).min(clock_step(n, COARSE_CLOCKS))),
         }
     }
 }
@@ -334,7 +332,7 @@ const FINE_CLOCKS: f64 = 1e-14;
 const COARSE_CLOCKS: f64 = 1e-6;
 
 /// The step in ln t for n drafts that keeps the rule's relative error
-/// near `error`, at most `CLOCK_STEP`. In u = ln t the integrands are
+/// near `error` (the fine rule's at most `CLOCK_STEP`). In u = ln t the integrands are
 /// analytic in the strip |Im u| < π/2, where the n arrived clocks'
 /// factors 1 - e^(-q t) grow beyond their real values, so the
 /// trapezoidal rule's error is about C^n e^(-π² / h) (Trefethen &
@@ -344,7 +342,7 @@ const COARSE_CLOCKS: f64 = 1e-6;
 /// at n = 8, 7e-10 at n = 12 and 2e-8 at n = 16, C about 5.
 fn clock_step(n: usize, error: f64) -> f64 {
     let growth = n as f64 * 5f64.ln();
-    (std::f64::consts::PI.powi(2) / (growth - error.ln())).min(CLOCK_STEP)
+    std::f64::consts::PI.powi(2) / (growth - error.ln())
 }
 
 /// The clocks' quadrature in t, of step `step` in ln t: nodes and weights
