@@ -599,8 +599,12 @@ impl ConvexSolver {
         let outer_solved = match outer_guess {
             Some(theta) => {
                 let guess = outer.iter().map(|&y| theta[y]).collect();
-                let start = outer_program.better_start(guess, workspace);
-                outer_program.minimise(start, side_tolerance, self.max_iterations, workspace)
+                outer_program.minimise_from_better(
+                    guess,
+                    side_tolerance,
+                    self.max_iterations,
+                    workspace,
+                )
             }
             None => ratio_groups::minimise(
                 &outer_program,
@@ -677,8 +681,12 @@ impl ConvexSolver {
         let mut solve = |side: Side, potential: &WithoutReplacement, q: &[f64], p: &[f64]| {
             let program = side.program(potential, p);
             let guess = log_ratio_start(q, p, program.bounds, potential.selected_mass());
-            let start = program.better_start(guess, workspace);
-            program.minimise(start, 0.5 * self.tolerance, self.max_iterations, workspace)
+            program.minimise_from_better(
+                guess,
+                0.5 * self.tolerance,
+                self.max_iterations,
+                workspace,
+            )
         };
         let outer_solved = solve(Side::Outer, &outer_potential, &outer_q, &outer_p)?;
         let inner_solved = solve(Side::Inner, &inner_potential, &inner_q, &inner_p)?;

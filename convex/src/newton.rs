@@ -273,7 +273,50 @@ impl<P: Potential> Program<'_, P> {
         let (lo, hi) = self.bounds;
         let mut theta = start;
         theta.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
-        let mut current = self.objective(&theta, workspace);
+        let current = self.objective(&theta, workspace);
+        self.minimise_evaluated(theta, current, tolerance, max_iterations, workspace)
+    }
+
+    /// `minimise` from the better of a guessed start and theta = 0 (each
+    /// clipped to the box): a guess from a model of r can be far off where
+    /// the model fails (drafts without replacement of every token, where r
+    /// is a softmax and not proportional to q), and Newton from a point of
+    /// saturated weights can stall where it converges from 0. The
+    /// iteration starts from the evaluation that chose its start.
+    pub(crate) fn minimise_from_better(
+        &self,
+        guess: Vec<f64>,
+        tolerance: f64,
+        max_iterations: usize,
+        workspace: &mut Workspace,
+    ) -> Result<Solved, ConvexError> {
+        let (lo, hi) = self.bounds;
+        let guess: Vec<f64> = guess.into_iter().map(|t| t.clamp(lo, hi)).collect();
+        let zero = vec![0.0f64.clamp(lo, hi); guess.len()];
+        let (at_guess, at_zero) = (
+            self.objective(&guess, workspace),
+            self.objective(&zero, workspace),
+        );
+        let (theta, current, other) = if at_guess.0 <= at_zero.0 {
+            (guess, at_guess, at_zero)
+        } else {
+            (zero, at_zero, at_guess)
+        };
+        workspace.give(other.1.marginal);
+        self.minimise_evaluated(theta, current, tolerance, max_iterations, workspace)
+    }
+
+    /// `minimise` from `theta` (inside the box), whose objective and
+    /// evaluation are `current`.
+    fn minimise_evaluated(
+        &self,
+        mut theta: Vec<f64>,
+        mut current: (f64, Evaluation<P::Hessian>),
+        tolerance: f64,
+        max_iterations: usize,
+        workspace: &mut Workspace,
+    ) -> Result<Solved, ConvexError> {
+        let (lo, hi) = self.bounds;
         let mut iterations = 0;
         loop {
             let lost = self.residual(&theta, &current.1.marginal);
@@ -479,22 +522,6 @@ impl<P: Potential> Program<'_, P> {
         } else {
             self.reach
         }
-    }
-
-    /// Of a guessed start and theta = 0 (each clipped to the box), the one
-    /// of lower objective: a guess from a model of r can be far off where
-    /// the model fails (drafts without replacement of every token, where r
-    /// is a softmax and not proportional to q), and Newton from a point of
-    /// saturated weights can stall where it converges from 0.
-    pub(crate) fn better_start(&self, guess: Vec<f64>, workspace: &mut Workspace) -> Vec<f64> {
-        let (lo, hi) = self.bounds;
-        let guess: Vec<f64> = guess.into_iter().map(|t| t.clamp(lo, hi)).collect();
-        let zero = vec![0.0f64.clamp(lo, hi); guess.len()];
-        let (at_guess, evaluation) = self.objective(&guess, workspace);
-        workspace.give(evaluation.marginal);
-        let (at_zero, evaluation) = self.objective(&zero, workspace);
-        workspace.give(evaluation.marginal);
-        if at_guess <= at_zero { guess } else { zero }
     }
 
     /// The objective's value and the potential's evaluation.
