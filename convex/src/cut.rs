@@ -2,11 +2,8 @@
 //! "Finding H without a closed form"): its best prefix in an order of the
 //! tokens, and the combinatorial search for the H that minimises it.
 
-use rayon::prelude::*;
-
 use crate::independent::product_without;
 use crate::numeric::lane_sum;
-use crate::thresholds::TOKENS_PER_TASK;
 
 /// Keys fall into buckets by the top bits of their order-preserving bit
 /// pattern: the sign, the exponent and BUCKET_MANTISSA_BITS of mantissa
@@ -61,15 +58,14 @@ pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> PrefixC
 /// (a search round's keys are a division each: made twice for the few
 /// tokens of the sorted buckets, that costs less than a vocabulary-sized
 /// vector of them written and read).
-fn best_prefix_cut_by(key: impl Fn(usize) -> f64 + Sync, p: &[f64], q: &[Vec<f64>]) -> PrefixCut {
+fn best_prefix_cut_by(key: impl Fn(usize) -> f64, p: &[f64], q: &[Vec<f64>]) -> PrefixCut {
     let n = q.len();
-    // Each token's bucket once, on the pool: the passes below read it.
-    let mut bucket = Vec::with_capacity(p.len());
-    (0..p.len())
-        .into_par_iter()
-        .with_min_len(TOKENS_PER_TASK)
-        .map(|y| bucket_of(key(y)) as u16)
-        .collect_into_vec(&mut bucket);
+    // Each token's bucket once: the passes below read it. On the calling
+    // thread, as every pass of the search: a pass this light costs less
+    // than waking the pool's other workers. The buckets' sums take a pass
+    // of their own: scattered in the keys' pass, they hold up the
+    // divisions that the keys' pass otherwise overlaps.
+    let bucket: Vec<u16> = (0..p.len()).map(|y| bucket_of(key(y)) as u16).collect();
     // Per bucket: Σ p, then Σ q_i, in one row of n + 1.
     let mut sums = vec![0.0; BUCKETS * (n + 1)];
     for (y, &b) in bucket.iter().enumerate() {
@@ -146,6 +142,25 @@ fn best_prefix_cut_by(key: impl Fn(usize) -> f64 + Sync, p: &[f64], q: &[Vec<f64
     }
 }
 
+/// The relative move of the round's λ beyond which the search takes
+/// another round rather than leaving the tokens it moves to single moves.
+const SETTLED: f64 = 1.0 / 16.0;
+
+/// Whether weights `after` order every token's key p / Σ_i λ_i q_i within
+/// a factor 1 + `SETTLED` of its order by `before`: the key's factor is a
+/// mean of the λ_i's ratios after / before, so it lies between the least
+/// and the greatest of them (a zero or a NaN among them settles nothing).
+fn settled(before: &[f64], after: &[f64]) -> bool {
+    let ratios = || before.iter().zip(after).map(|(b, a)| a / b);
+    if !ratios().all(|x| x.is_finite() && x > 0.0) {
+        return false;
+    }
+    let (least, greatest) = ratios().fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    greatest <= (1.0 + SETTLED) * least
+}
+
 /// Where the best prefix ends: nowhere, with a whole bucket, or inside
 /// one, at a token (its place among the sorted tokens of the refined
 /// buckets).
@@ -162,8 +177,12 @@ enum Prefix {
 /// decrease Σ_i λ_i q_i(y), λ_i = Π_(j≠i) q_j(H) (the i.i.d. rule's H* is
 /// the fixed point of this: p / q below n q(H)^(n-1)); rather than that
 /// threshold, each round takes the best prefix of the tokens by ascending
-/// p / Σ_i λ_i q_i, from H = every token until the prefix repeats. Then
-/// single tokens move in or out while that lowers the cut exactly. Nothing
+/// p / Σ_i λ_i q_i, from H = every token until the prefix repeats or the
+/// order has settled: where no λ_i moves by a factor of more than 1 +
+/// `SETTLED` against the others, no token's key moves by more, and the
+/// tokens that could then change sides are those within that factor of
+/// the prefix's end, which the single moves test one by one. Then single
+/// tokens move in or out while that lowers the cut exactly. Nothing
 /// proves the result optimal: it is checked, as any H is, by the programs
 /// that it starts (`ConvexSolver::solve_independent`).
 pub(crate) fn searched_cut(p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
@@ -171,22 +190,27 @@ pub(crate) fn searched_cut(p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
     let mut in_h = vec![true; p.len()];
     let mut p_h = lane_sum(p);
     let mut mass: Vec<f64> = q.iter().map(|law| lane_sum(law)).collect();
+    let weights =
+        |mass: &[f64]| -> Vec<f64> { (0..q.len()).map(|i| product_without(mass, &[i])).collect() };
+    let mut lambda = weights(&mass);
     for _ in 0..ROUNDS {
-        let lambda: Vec<f64> = (0..q.len()).map(|i| product_without(&mass, &[i])).collect();
         let order = |y: usize| {
             let decrease: f64 = q.iter().zip(&lambda).map(|(law, l)| l * law[y]).sum();
             p[y] / decrease
         };
         let next = best_prefix_cut_by(order, p, q);
-        if next.in_h == in_h {
+        let repeats = next.in_h == in_h;
+        (in_h, p_h, mass) = (next.in_h, next.p_h, next.q_h);
+        let moved = weights(&mass);
+        if repeats || settled(&lambda, &moved) {
             break;
         }
-        (in_h, p_h, mass) = (next.in_h, next.p_h, next.q_h);
+        lambda = moved;
     }
     // Single moves, each a token's exact change of the cut, taken where it
     // is a decrease beyond rounding. A pass looks for the first such token
-    // on the pool (on real rows there is rarely one), then moves tokens
-    // one after another from there.
+    // (on real rows there is rarely one), then moves tokens one after
+    // another from there.
     const LOWER: f64 = 1e-15;
     // Whether moving y lowers the cut, for masses `mass` of product `now`.
     let lowers = |y: usize, in_h: &[bool], mass: &[f64], now: f64| -> bool {
@@ -196,12 +220,9 @@ pub(crate) fn searched_cut(p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
             .product();
         sign * p[y] - (after - now) < -LOWER
     };
-    let starts: Vec<usize> = (0..p.len()).step_by(TOKENS_PER_TASK).collect();
     for _ in 0..ROUNDS {
         let now: f64 = mass.iter().product();
-        let Some(first) = starts.par_iter().find_map_first(|&start| {
-            (start..p.len().min(start + TOKENS_PER_TASK)).find(|&y| lowers(y, &in_h, &mass, now))
-        }) else {
+        let Some(first) = (0..p.len()).find(|&y| lowers(y, &in_h, &mass, now)) else {
             break;
         };
         for y in first..p.len() {
@@ -269,6 +290,25 @@ mod tests {
                 any::<bool>(),
             )
         })
+    }
+
+    /// The order settles only where every λ_i moves by nearly one factor:
+    /// a common factor of any size settles it, a spread of more than
+    /// `SETTLED` between two λ_i does not, and a zero, an infinity or a NaN
+    /// among the ratios never does.
+    #[test]
+    fn order_settles_on_a_common_factor_only() {
+        assert!(settled(&[0.2, 0.5], &[2.0, 5.0]));
+        assert!(settled(
+            &[0.2, 0.5, 1.0],
+            &[0.2, 0.5 * (1.0 + 0.5 * SETTLED), 1.0]
+        ));
+        assert!(!settled(&[0.2, 0.5], &[0.2, 0.5 * (1.0 + 2.0 * SETTLED)]));
+        assert!(!settled(&[0.2, 0.5], &[0.2 * (1.0 + 2.0 * SETTLED), 0.5]));
+        assert!(!settled(&[0.0, 0.5], &[0.0, 0.5]));
+        assert!(!settled(&[0.2, 0.5], &[0.0, 0.5]));
+        assert!(!settled(&[0.2, 0.5], &[f64::NAN, 0.5]));
+        assert!(settled(&[1.0], &[3.0]));
     }
 
     /// A vocabulary of many tokens a bucket: the same least cut as the

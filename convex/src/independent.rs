@@ -31,13 +31,10 @@
 //! tokens (`FreeHessian`), each 2n such sums, not by the i.i.d. Hessian's
 //! Woodbury structure.
 
-use rayon::prelude::*;
-
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
 use crate::numeric::lane_sum;
 use crate::selection::{STEP, Sums, left_tail, nodes};
-use crate::thresholds::TOKENS_PER_TASK;
 
 /// The selectable tokens of one side of a problem with independent drafts.
 pub(crate) struct Independent<'a> {
@@ -376,7 +373,8 @@ impl Potential for Independent<'_> {
         let rows = compact.rows;
         // r_y = Σ_i q_i(y) a_row selected_i(row): per end row, a_row
         // selected_i(row) once, and the tokens at the ends in one pass over
-        // the vocabulary, then the kept ones.
+        // the vocabulary (on the calling thread, as `Compact::new`'s), then
+        // the kept ones.
         let factors = |row: usize| -> Vec<f64> {
             let a = tokens.weight(row);
             selected.iter().map(|values| a * values[row]).collect()
@@ -388,14 +386,10 @@ impl Potential for Independent<'_> {
                 .sum()
         };
         let mut marginal = workspace.take(theta.len());
-        (0..theta.len())
-            .into_par_iter()
-            .with_min_len(TOKENS_PER_TASK)
-            .map(|y| {
-                rows.end(theta[y])
-                    .map_or(0.0, |row| combined(y, &at_ends[row]))
-            })
-            .collect_into_vec(&mut marginal);
+        marginal.extend((0..theta.len()).map(|y| {
+            rows.end(theta[y])
+                .map_or(0.0, |row| combined(y, &at_ends[row]))
+        }));
         for (place, &y) in rows.kept.iter().enumerate() {
             let row = rows.ends() + place;
             let sum: f64 = (self.q.iter().zip(&selected))

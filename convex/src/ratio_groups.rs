@@ -31,12 +31,11 @@
 //! more steps at the full vocabulary.
 
 use mdsd_core::powi_count;
-use rayon::prelude::*;
 
 use crate::independent::Independent;
 use crate::newton::{Potential, Program, REACH, Solved};
 use crate::selection::Selectable;
-use crate::thresholds::{GROUPED_START_FROM, TOKENS_PER_TASK};
+use crate::thresholds::GROUPED_START_FROM;
 use crate::{ConvexError, Workspace};
 /// Mantissa bits of the ratio kept in a group's key at the finest level:
 /// groups of relative width at most 2^-GROUP_BITS. Each coarser level
@@ -216,9 +215,9 @@ fn warm_start<P: Groupable>(
         odds = Odds::new(odds.shift + 1);
     }
     let levels = if laws.len() > 1 { odds.levels } else { 1 };
+    // Each token's place, and below its start, on the calling thread: a
+    // pass this light costs less than waking the pool's other workers.
     let places: Vec<Place> = (0..p.len())
-        .into_par_iter()
-        .with_min_len(TOKENS_PER_TASK)
         .map(|y| {
             let inverse = 1.0 / laws.iter().map(|law| law[y]).sum::<f64>();
             let ratio = p[y] * inverse;
@@ -314,15 +313,11 @@ fn warm_start<P: Groupable>(
         })
         .collect();
     let mut start = workspace.take(p.len());
-    places
-        .par_iter()
-        .with_min_len(TOKENS_PER_TASK)
-        .map(|place| {
-            let (centre, theta, slopes) = lines[index[cell(place)] as usize];
-            let offset = place.ratio - centre;
-            theta + slopes[usize::from(offset >= 0.0)] * offset
-        })
-        .collect_into_vec(&mut start);
+    start.extend(places.iter().map(|place| {
+        let (centre, theta, slopes) = lines[index[cell(place)] as usize];
+        let offset = place.ratio - centre;
+        theta + slopes[usize::from(offset >= 0.0)] * offset
+    }));
     Some((start, grouped.iterations))
 }
 
