@@ -15,13 +15,27 @@ pub(crate) fn ratio_key(ratio: f64, token: usize) -> u128 {
 }
 
 /// Token ids by ascending p/q, ties by ascending id: one strict total order.
+/// Only the drafted tokens are sorted: those of q = 0 share the key +inf
+/// and come in id order already (a draft truncated to its top k leaves
+/// nearly all of the vocabulary there), so they are merged in, among the
+/// drafted ratios that overflow to +inf too.
 pub fn ascending_ratio_order(p: &[f64], q: &[f64]) -> Vec<usize> {
-    let mut keys: Vec<u128> = (p.iter().zip(q).enumerate())
+    let mut drafted: Vec<u128> = (p.iter().zip(q).enumerate())
+        .filter(|(_, (_, b))| **b > 0.0)
         .map(|(token, (&a, &b))| ratio_key(ratio(a, b), token))
         .collect();
-    keys.sort_unstable();
-    // The low 64 bits are the token.
-    keys.into_iter().map(|key| key as u64 as usize).collect()
+    drafted.sort_unstable();
+    let mut undrafted = (0..q.len()).filter(|&token| q[token] <= 0.0).peekable();
+    let mut order = Vec::with_capacity(q.len());
+    for key in drafted {
+        while let Some(before) = undrafted.next_if(|&token| ratio_key(f64::INFINITY, token) < key) {
+            order.push(before);
+        }
+        // The low 64 bits are the token.
+        order.push(key as u64 as usize);
+    }
+    order.extend(undrafted);
+    order
 }
 
 /// Where H is a prefix of [`ascending_ratio_order`], its last token and
@@ -80,6 +94,27 @@ pub(crate) fn split_mass(x: &[f64], in_set: &[bool]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The order with the undrafted tokens merged in is the sort of
+        /// every token's (ratio, id), with zeros, ties and ratios that
+        /// overflow to +inf.
+        #[test]
+        fn order_is_the_full_sort(
+            entries in prop::collection::vec((0u8..4, 0u8..4), 0..40)
+        ) {
+            let value = |x: u8| [0.0, 0.25, 0.5, 1e-320][x as usize];
+            let p: Vec<f64> = entries.iter().map(|e| value(e.0)).collect();
+            let q: Vec<f64> = entries.iter().map(|e| value(e.1)).collect();
+            let mut keys: Vec<u128> = (0..p.len())
+                .map(|t| ratio_key(ratio(p[t], q[t]), t))
+                .collect();
+            keys.sort_unstable();
+            let sorted: Vec<usize> = keys.into_iter().map(|k| k as u64 as usize).collect();
+            prop_assert_eq!(ascending_ratio_order(&p, &q), sorted);
+        }
+    }
 
     /// The pair that ends a prefix, ties by id, q = 0 last; none for a set
     /// that is no prefix.
@@ -100,6 +135,10 @@ mod tests {
         assert_eq!(ratio_prefix_end(&p, &q, &set(&[2])), None);
         assert_eq!(ratio_prefix_end(&p, &q, &set(&[0, 1])), None);
         assert_eq!(ratio_prefix_end(&p, &q, &set(&[])), None);
+        // A drafted ratio that overflows to +inf keeps its place by id
+        // among the undrafted tokens.
+        let (p_inf, q_inf) = ([0.5, 0.1, 0.4, 0.0], [0.0, 0.1, 1e-320, 0.0]);
+        assert_eq!(ascending_ratio_order(&p_inf, &q_inf), vec![1, 0, 2, 3]);
         // Every prefix of the order ends at its last token.
         let order = ascending_ratio_order(&p, &q);
         for k in 1..=4 {

@@ -378,6 +378,13 @@ pub(crate) fn wor_by_prefix(
             // none is added past the last prefix the bound lets through.
             let mut added = 0;
             for k in 1..=v {
+                // Past the prefix that holds all of q, P(all in H) is 1
+                // and each token adds its p: no later prefix is lower (a
+                // draft truncated to its top k leaves the rest of the
+                // vocabulary there).
+                if q_out[k - 1] <= 0.0 {
+                    break;
+                }
                 p_in += p_ordered[k - 1];
                 q_in += q_ordered[k - 1];
                 // Without replacement, each further draw lands in H with
