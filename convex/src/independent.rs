@@ -442,11 +442,30 @@ impl Potential for Independent<'_> {
     fn flat_along_ones(&self) -> bool {
         self.flat
     }
+
+    /// P(y ∈ S; world), every draft in the world and one on y: Π_i s_i
+    /// (1 - Π_i (1 - x_i)), x_i = q_i(y) / s_i, with 1 - Π (1 - x_i) =
+    /// P(some draft on y) summed draft by draft as P + x_i (1 - P), free
+    /// of the cancellation of Π s_i - Π (s_i - q_i(y)) for a token of
+    /// small q.
+    fn saturation(&self) -> Option<impl Fn(usize) -> f64 + '_> {
+        let worlds: f64 = self.worlds.iter().product();
+        Some(move |y: usize| {
+            if worlds <= 0.0 {
+                return 0.0;
+            }
+            let some = (self.q.iter().zip(&self.worlds)).fold(0.0, |some, (law, world)| {
+                some + law[y] / world * (1.0 - some)
+            });
+            worlds * some
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selection::Selectable;
 
     /// r, by enumerating the draft tuples: the softmax of theta over each
     /// tuple's selectable drafts, weighted by the tuple's probability.
@@ -542,6 +561,77 @@ mod tests {
                 "{} vs {value}",
                 at.potential
             );
+        }
+    }
+
+    /// The limit of r_y as theta_y grows (`Potential::saturation`) is
+    /// P(y ∈ S; world) by enumeration of the draft tuples, and for one law
+    /// repeated, the i.i.d. potential's closed form: with and without a
+    /// never-selected mass, a world below 1 and a token of q 1e-12.
+    #[test]
+    fn saturation_is_the_inclusion_probability() {
+        // (q per draft, base per draft).
+        let cases: [(Vec<Vec<f64>>, Vec<f64>); 4] = [
+            (
+                vec![vec![0.5, 0.3, 0.2], vec![0.1, 0.1, 0.8]],
+                vec![0.0, 0.0],
+            ),
+            (
+                vec![
+                    vec![0.2, 0.3, 0.1],
+                    vec![0.3, 0.1, 0.2],
+                    vec![0.0, 0.5, 0.25],
+                ],
+                vec![0.4, 0.4, 0.25],
+            ),
+            (vec![vec![0.05, 0.1], vec![0.2, 0.1]], vec![0.0, 0.0]),
+            (vec![vec![0.3, 1e-12, 0.2]; 3], vec![0.2; 3]),
+        ];
+        for (q, base) in cases {
+            let potential = Independent::new(&q, &base, true);
+            let limit = potential.saturation().expect("independent drafts know it");
+            let v = q[0].len();
+            let mut inclusion = vec![0.0; v];
+            let mut tuple = vec![0usize; q.len()];
+            'tuples: loop {
+                let weight: f64 = (tuple.iter().zip(&q).zip(&base))
+                    .map(|((&x, law), &b)| if x == v { b } else { law[x] })
+                    .product();
+                for (y, inclusion) in inclusion.iter_mut().enumerate() {
+                    if tuple.contains(&y) {
+                        *inclusion += weight;
+                    }
+                }
+                for x in tuple.iter_mut() {
+                    if *x < v {
+                        *x += 1;
+                        continue 'tuples;
+                    }
+                    *x = 0;
+                }
+                break;
+            }
+            for (y, want) in inclusion.iter().enumerate() {
+                let got = limit(y);
+                assert!(
+                    (got - want).abs() <= 1e-15 + 1e-13 * want,
+                    "token {y}: {got} vs {want}"
+                );
+            }
+            if q.iter().all(|law| *law == q[0]) && base.iter().all(|&b| b == base[0]) {
+                let iid = Selectable {
+                    q: &q[0],
+                    base: base[0],
+                    n: q.len(),
+                };
+                let closed = iid.saturation().expect("i.i.d. drafts know it");
+                for y in 0..v {
+                    assert!(
+                        (closed(y) - limit(y)).abs() <= 1e-13 * limit(y),
+                        "token {y}"
+                    );
+                }
+            }
         }
     }
 

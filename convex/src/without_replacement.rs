@@ -37,12 +37,15 @@
 //!     = Σ_j (-1)^j z_y^j ((j + 1) q_y ε_y^j U_(n-1-j) + ε_y^(j+1) M_(n-2-j)),
 //!
 //! so r_y is Σ_(j,e) q_y^(j+1+e) ∫ κ_(j,e)(c) e^(-(j+1) a_y c) dc with
-//! kernels κ_(j,e)(c) = ∫ dt (...)(c, t) shared by every token.
+//! kernels κ_(j,e)(c) = ∫ dt (...)(c, t) shared by every token. At each
+//! node in t a head token whose n q t is still at most 1 joins the tail's
+//! series and leaves it by the same division (its ε exact): only the head
+//! tokens whose clocks may ring by that node are exact factors there.
 //!
 //! The tail's sums Σ q^m e^(-k a c) and the per-token integrals of the
 //! kernels go through the buckets of theta of the other schemes: an
 //! evaluation costs O(V n d) series terms (d the terms a token's series
-//! needs) plus O(head n²) per pair of nodes, not O(V n²) per pair (the
+//! needs) plus O(exact n² + head n) per pair of nodes, not O(V n²) per pair (the
 //! nodes in c in parallel; the nodes in t whose share of P(world) is
 //! negligible left out, `CLOCK_NEGLIGIBLE`). The Newton direction comes
 //! from conjugate gradients on differences of r on a coarser grid
@@ -117,6 +120,8 @@ pub(crate) struct WithoutReplacement<'a> {
     tail_reach: f64,
     /// The part of each grid that depends on q alone, made on first use.
     clocks: [OnceLock<Clocks>; 2],
+    /// P(y ∈ S; world) per selectable token (`inclusion`), made on first use.
+    inclusion: OnceLock<Vec<f64>>,
 }
 
 /// Coefficient k of `(U, M)` times one token's factors, U (s + λ b) and
@@ -368,16 +373,21 @@ struct Clocks {
     /// P(world) and P(S = 0 in it).
     world: f64,
     empty: f64,
-    /// The selectable tokens that are exact factors, and the tail's, with
-    /// each tail token's extra series terms.
+    /// The selectable tokens whose clocks may ring by the last node (the
+    /// head, by descending q), and the tail's, with each tail token's
+    /// extra series terms.
     head: Vec<usize>,
     tail: Vec<usize>,
     extra: Vec<usize>,
-    /// Per node: s and u of the exact selectable tokens (rows of `head.len()`),
-    /// the exact silent and excluded tokens' `(U, M)`, and the whole
-    /// tail's survival e^(-t q(tail)).
+    /// Per node: how many head tokens are exact factors there (n q t above
+    /// `tail_reach`, a prefix of the head; the others join the tail's
+    /// series there), s, u and ε = e^(q t) - 1 of the head tokens (rows of
+    /// `head.len()`), the exact silent and excluded tokens' `(U, M)`, and
+    /// the survival e^(-t q) of the tail and the head tokens in it.
+    exact: Vec<usize>,
     survival: Vec<f64>,
     arrived: Vec<f64>,
+    odds: Vec<f64>,
     background: Vec<(Vec<f64>, Vec<f64>)>,
     tail_survival: Vec<f64>,
     /// Σ q^m over the silent tail, m <= n + EXTRA_TERMS.
@@ -402,7 +412,64 @@ impl<'a> WithoutReplacement<'a> {
             n,
             tail_reach: TAIL_REACH,
             clocks: [OnceLock::new(), OnceLock::new()],
+            inclusion: OnceLock::new(),
         }
+    }
+
+    /// P(y ∈ S; world) for each selectable token y: the limit of r_y as
+    /// theta_y grows with the other weights fixed, where y is selected
+    /// whenever it is drafted into the world. It is r's integrand in t at
+    /// c = 0, where every selectable z is 1: the pairs of nodes of one
+    /// node in c with measure 1, and for the tail Σ_j (-1)^j Σ_e
+    /// q_y^(j+1+e) κ_(j,e)(0).
+    pub(crate) fn inclusion(&self) -> &[f64] {
+        self.inclusion.get_or_init(|| {
+            let n = self.n;
+            let clocks = self.clocks(Grid::Fine);
+            let h = clocks.head.len();
+            // The tail's moments at c = 0: Σ q^m over its selectable and
+            // silent tokens.
+            let mut sums = clocks.silent_moments.clone();
+            for &y in &clocks.tail {
+                let mut power = 1.0;
+                for m in sums.iter_mut() {
+                    *m += power;
+                    power *= self.q[y];
+                }
+            }
+            let node = NodeInC {
+                moments: (0..=n)
+                    .map(|k| std::array::from_fn(|e| sums.get(k + e).copied().unwrap_or(0.0)))
+                    .collect(),
+                z: vec![1.0; h],
+                head_measure: vec![1.0; h],
+                kernel_measure: 1.0,
+                weight: 0.0,
+            };
+            let at_zero = self.node_sums(clocks, &clock_series(n), node);
+            let mut inclusion = vec![0.0; self.q.len()];
+            for (&y, &x) in clocks.head.iter().zip(&at_zero.head) {
+                inclusion[y] = x;
+            }
+            let width = EXTRA_TERMS + 1;
+            for &y in &clocks.tail {
+                let q = self.q[y];
+                inclusion[y] = (0..n)
+                    .map(|j| {
+                        let mut power = q.powi(j as i32 + 1);
+                        let part: f64 = (at_zero.kernel[j * width..(j + 1) * width].iter())
+                            .map(|k| {
+                                let term = power * k;
+                                power *= q;
+                                term
+                            })
+                            .sum();
+                        if j % 2 == 0 { part } else { -part }
+                    })
+                    .sum();
+            }
+            inclusion
+        })
     }
 
     /// P(S > 0 in the world): the total of r, whatever theta.
@@ -518,8 +585,18 @@ impl<'a> WithoutReplacement<'a> {
         let t_max = t.last().copied().unwrap_or(0.0);
         let reach = |q: f64| n as f64 * q * t_max;
         let exact = |q: f64| reach(q) > self.tail_reach;
-        let (head, tail): (Vec<usize>, Vec<usize>) =
+        let (mut head, tail): (Vec<usize>, Vec<usize>) =
             (0..self.q.len()).partition(|&y| exact(self.q[y]));
+        head.sort_by(|&x, &y| self.q[y].total_cmp(&self.q[x]));
+        let exact_at: Vec<usize> = (t.iter())
+            .map(|&t| head.partition_point(|&y| n as f64 * self.q[y] * t > self.tail_reach))
+            .collect();
+        // q of the head tokens from x on, for the survival of those in the
+        // tail's series.
+        let mut head_after = vec![0.0; head.len() + 1];
+        for x in (0..head.len()).rev() {
+            head_after[x] = head_after[x + 1] + self.q[head[x]];
+        }
         let extra = tail
             .iter()
             .map(|&y| extra_terms(reach(self.q[y])))
@@ -528,6 +605,9 @@ impl<'a> WithoutReplacement<'a> {
             .iter()
             .flat_map(|&t| head.iter().map(move |&y| clock(self.q[y], t)))
             .unzip();
+        let odds = (t.iter())
+            .flat_map(|&t| head.iter().map(move |&y| (self.q[y] * t).exp_m1()))
+            .collect();
         let tail_mass: f64 = (tail.iter().map(|&y| self.q[y]))
             .chain(
                 self.silent
@@ -551,7 +631,9 @@ impl<'a> WithoutReplacement<'a> {
                 (u, m)
             })
             .collect();
-        let tail_survival = t.iter().map(|&t| (-t * tail_mass).exp()).collect();
+        let tail_survival = (t.iter().zip(&exact_at))
+            .map(|(&t, &exact)| (-t * (tail_mass + head_after[exact])).exp())
+            .collect();
         let mut silent_moments = vec![0.0; n + EXTRA_TERMS + 1];
         for &q in self.silent.iter().filter(|&&q| !exact(q)) {
             let mut power = 1.0;
@@ -568,8 +650,10 @@ impl<'a> WithoutReplacement<'a> {
             head,
             tail,
             extra,
+            exact: exact_at,
             survival,
             arrived,
+            odds,
             background,
             tail_survival,
             silent_moments,
@@ -598,18 +682,19 @@ impl<'a> WithoutReplacement<'a> {
         let nodes_c: Vec<NodeSums> = (c.par_iter().enumerate())
             .map(|(k, &ck)| {
                 let wc = c_step * (1.0 + left.get(k).copied().unwrap_or(0.0));
-                let at = (clocks, series.as_slice(), &tail, head_a.as_slice(), ck, wc);
-                match n {
-                    1 => self.node_sums::<[f64; 1]>(at),
-                    2 => self.node_sums::<[f64; 2]>(at),
-                    3 => self.node_sums::<[f64; 3]>(at),
-                    4 => self.node_sums::<[f64; 4]>(at),
-                    5 => self.node_sums::<[f64; 5]>(at),
-                    6 => self.node_sums::<[f64; 6]>(at),
-                    7 => self.node_sums::<[f64; 7]>(at),
-                    8 => self.node_sums::<[f64; 8]>(at),
-                    _ => self.node_sums::<Vec<f64>>(at),
-                }
+                let z: Vec<f64> = head_a.iter().map(|a| (-a * ck).exp()).collect();
+                // a e^(-a c) dc, dc = c d(ln c): r's measure at the node.
+                let head_measure = (head_a.iter().zip(&z))
+                    .map(|(a, z)| wc * ck * a * z)
+                    .collect();
+                let node = NodeInC {
+                    moments: tail.moments_at(ck, &clocks.silent_moments, n),
+                    z,
+                    head_measure,
+                    kernel_measure: wc * ck,
+                    weight: wc,
+                };
+                self.node_sums(clocks, &series, node)
             })
             .collect();
         let mut r = vec![0.0; v];
@@ -646,25 +731,40 @@ impl<'a> WithoutReplacement<'a> {
     }
 
     /// One node in c: over the nodes in t, the exact tokens' terms of r,
-    /// the tail's kernels and E[e^(-cS); world].
-    fn node_sums<P: Coefficients>(
+    /// the tail's kernels and E[e^(-cS); world], for the drafts that the
+    /// storage of the polynomials holds as a constant.
+    fn node_sums(&self, clocks: &Clocks, series: &[Series], node: NodeInC) -> NodeSums {
+        match self.n {
+            1 => self.node_sums_of::<[f64; 1]>(clocks, series, node),
+            2 => self.node_sums_of::<[f64; 2]>(clocks, series, node),
+            3 => self.node_sums_of::<[f64; 3]>(clocks, series, node),
+            4 => self.node_sums_of::<[f64; 4]>(clocks, series, node),
+            5 => self.node_sums_of::<[f64; 5]>(clocks, series, node),
+            6 => self.node_sums_of::<[f64; 6]>(clocks, series, node),
+            7 => self.node_sums_of::<[f64; 7]>(clocks, series, node),
+            8 => self.node_sums_of::<[f64; 8]>(clocks, series, node),
+            _ => self.node_sums_of::<Vec<f64>>(clocks, series, node),
+        }
+    }
+
+    fn node_sums_of<P: Coefficients>(
         &self,
-        (clocks, series, tail, head_a, ck, wc): (
-            &Clocks,
-            &[Series],
-            &TailBuckets,
-            &[f64],
-            f64,
-            f64,
-        ),
+        clocks: &Clocks,
+        series: &[Series],
+        node: NodeInC,
     ) -> NodeSums {
         // n from the storage: for an array, a constant of the loops below.
         let n = P::zeros(self.n).as_ref().len();
         let h = clocks.head.len();
-        let moments = tail.moments_at(ck, &clocks.silent_moments, n);
-        let z: Vec<f64> = head_a.iter().map(|a| (-a * ck).exp()).collect();
+        let NodeInC {
+            moments,
+            z,
+            head_measure,
+            kernel_measure,
+            weight,
+        } = node;
         let mut sums = NodeSums {
-            weight: wc,
+            weight,
             head: vec![0.0; h],
             kernel: vec![0.0; n * (EXTRA_TERMS + 1)],
             transform: 0.0,
@@ -674,7 +774,26 @@ impl<'a> WithoutReplacement<'a> {
         let (mut u, mut m) = (P::zeros(n), P::zeros(n));
         // Prefix x: the tail, the background and the exact tokens before x.
         let (mut pre_u, mut pre_m) = (vec![P::zeros(n); h + 1], vec![P::zeros(n); h + 1]);
-        for (i, (&t, &wt)) in clocks.t.iter().zip(&clocks.weight).enumerate() {
+        // The tail's moments with the head tokens in its series at the
+        // node: from the last node back, each head token joins once (its n q
+        // t falls below `tail_reach`), its terms q^(k+e) z^k added.
+        let mut moments = moments;
+        let mut joined = h;
+        for i in (0..clocks.t.len()).rev() {
+            let (t, wt, exact) = (clocks.t[i], clocks.weight[i], clocks.exact[i]);
+            for x in exact..joined {
+                let (q, z) = (self.q[clocks.head[x]], z[x]);
+                let mut zk = 1.0;
+                for (k, row) in moments.iter_mut().enumerate().skip(1) {
+                    zk *= z;
+                    let mut term = zk * q.powi(k as i32);
+                    for entry in row.iter_mut() {
+                        *entry += term;
+                        term *= q;
+                    }
+                }
+            }
+            joined = joined.min(exact);
             tail_sums(series, t, &moments, power.as_mut(), marked.as_mut());
             tail_polynomials(
                 power.as_ref(),
@@ -692,10 +811,11 @@ impl<'a> WithoutReplacement<'a> {
             );
             let s = &clocks.survival[i * h..(i + 1) * h];
             let arrived = &clocks.arrived[i * h..(i + 1) * h];
+            let odds = &clocks.odds[i * h..(i + 1) * h];
             let q = |x: usize| self.q[clocks.head[x]];
             // Exact token x's factors at this pair of nodes.
             let factors = |x: usize| (s[x], arrived[x] * z[x], q(x) * s[x] * z[x]);
-            for x in 0..h {
+            for x in 0..exact {
                 let (before_u, after_u) = pre_u.split_at_mut(x + 1);
                 let (before_m, after_m) = pre_m.split_at_mut(x + 1);
                 let (s, b, marked) = factors(x);
@@ -707,10 +827,10 @@ impl<'a> WithoutReplacement<'a> {
                     marked,
                 );
             }
-            let (whole_u, whole_m) = (pre_u[h].as_ref(), pre_m[h].as_ref());
+            let (whole_u, whole_m) = (pre_u[exact].as_ref(), pre_m[exact].as_ref());
             sums.transform += wt * whole_m[n - 1];
             // The tail's kernels, on every token's U and M at this pair.
-            let measure = wc * ck * wt;
+            let measure = kernel_measure * wt;
             for j in 0..n {
                 let mut scale = measure * t.powi(j as i32);
                 let row = &mut sums.kernel[j * (EXTRA_TERMS + 1)..(j + 1) * (EXTRA_TERMS + 1)];
@@ -723,13 +843,29 @@ impl<'a> WithoutReplacement<'a> {
                     scale *= t;
                 }
             }
+            // The head tokens in the tail's series here leave by its
+            // division, Σ_j (-1)^j z^j ((j + 1) q ε^j U_(n-1-j) + ε^(j+1)
+            // M_(n-2-j)), with ε exact.
+            for x in exact..h {
+                let (zx, epsilon) = (z[x], odds[x]);
+                let (mut sign_power, mut integrand) = (1.0, 0.0);
+                for j in 0..n {
+                    let mut term = (j + 1) as f64 * q(x) * whole_u[n - 1 - j];
+                    if j + 2 <= n {
+                        term += epsilon * whole_m[n - 2 - j];
+                    }
+                    integrand += sign_power * term;
+                    sign_power *= -zx * epsilon;
+                }
+                sums.head[x] += head_measure[x] * wt * integrand;
+            }
             // Suffix polynomials from the last exact token back; leaving x
             // out needs two coefficients of prefix x suffix.
             let (u, m) = (u.as_mut(), m.as_mut());
             u.fill(0.0);
             m.fill(0.0);
             u[0] = 1.0;
-            for x in (0..h).rev() {
+            for x in (0..exact).rev() {
                 let (pu, pm) = (pre_u[x].as_ref(), pre_m[x].as_ref());
                 let last: f64 = (0..n).map(|i| pu[i] * u[n - 1 - i]).sum();
                 let mut integrand = q(x) * s[x] * last;
@@ -739,13 +875,27 @@ impl<'a> WithoutReplacement<'a> {
                         .sum();
                     integrand += arrived[x] * marked;
                 }
-                sums.head[x] += wc * wt * head_a[x] * ck * z[x] * integrand;
+                sums.head[x] += head_measure[x] * wt * integrand;
                 let (s, b, marked) = factors(x);
                 absorb(u, m, s, b, marked);
             }
         }
         sums
     }
+}
+
+/// One node in c as its pairs of nodes see it.
+struct NodeInC {
+    /// The tail's moments there (`TailBuckets::moments_at`).
+    moments: Vec<Series>,
+    /// z = e^(-a c) of the exact selectable tokens.
+    z: Vec<f64>,
+    /// The factors of the exact tokens' integrands in t (r's measure a
+    /// e^(-a c) dc at the node) and of the tail's kernels (dc).
+    head_measure: Vec<f64>,
+    kernel_measure: f64,
+    /// The node's weight in ln c.
+    weight: f64,
 }
 
 /// r, the potential and the Hessian's diagonal at one theta.
@@ -994,6 +1144,11 @@ impl Potential for WithoutReplacement<'_> {
     fn flat_along_ones(&self) -> bool {
         true
     }
+
+    fn saturation(&self) -> Option<impl Fn(usize) -> f64 + '_> {
+        let inclusion = self.inclusion();
+        Some(move |y: usize| inclusion[y])
+    }
 }
 
 #[cfg(test)]
@@ -1009,10 +1164,11 @@ mod tests {
         excluded: &[f64],
         n: usize,
         theta: &[f64],
-    ) -> (Vec<f64>, f64) {
+    ) -> (Vec<f64>, f64, Vec<f64>) {
         let all: Vec<f64> = q.iter().chain(silent).chain(excluded).copied().collect();
         let (v, quiet) = (q.len(), q.len() + silent.len());
         let mut r = vec![0.0; v];
+        let mut inclusion = vec![0.0; v];
         let mut potential = 0.0;
         fn walk(
             all: &[f64],
@@ -1047,6 +1203,9 @@ mod tests {
                 .filter(|&&x| x < v)
                 .map(|&x| theta[x].exp())
                 .sum();
+            for &x in tuple.iter().filter(|&&x| x < v) {
+                inclusion[x] += prob;
+            }
             if sum > 0.0 {
                 potential += prob * sum.ln();
                 for &x in tuple.iter().filter(|&&x| x < v) {
@@ -1054,7 +1213,7 @@ mod tests {
                 }
             }
         });
-        (r, potential)
+        (r, potential, inclusion)
     }
 
     /// The double integrals match enumeration, for one to three drafts,
@@ -1115,9 +1274,15 @@ mod tests {
                 potential: value,
                 ..
             } = potential.integrals(theta, theta, Grid::Fine, false);
-            let (want_r, want_value) = enumerated(q, silent, excluded, n, theta);
+            let (want_r, want_value, want_inclusion) = enumerated(q, silent, excluded, n, theta);
             for (got, want) in r.iter().zip(&want_r) {
                 assert!((got - want).abs() < 1e-12, "n = {n}: r {got} vs {want}");
+            }
+            for (got, want) in potential.inclusion().iter().zip(&want_inclusion) {
+                assert!(
+                    (got - want).abs() < 1e-12,
+                    "n = {n}: inclusion {got} vs {want}"
+                );
             }
             assert!(
                 (value - want_value).abs() < 1e-11,
@@ -1187,6 +1352,13 @@ mod tests {
                     assert!(
                         (value - want_value).abs() <= 1e-13 * want_value.abs().max(1.0),
                         "n = {n}, {grid:?}: {value} vs {want_value}"
+                    );
+                }
+                let pairs = series.inclusion().iter().zip(exact.inclusion());
+                for (y, (got, want)) in pairs.enumerate() {
+                    assert!(
+                        (got - want).abs() <= 1e-13 * want,
+                        "n = {n}, token {y}: inclusion {got} vs {want}"
                     );
                 }
             }

@@ -25,7 +25,7 @@ use crate::thresholds::KEPT_FROM;
 const KEPT: usize = 16;
 
 /// Reusable memory for solves of [`ConvexSolver`](crate::ConvexSolver):
-/// hold one and pass it to [`ConvexSolver::solve_with`] to keep a
+/// hold one and pass it to [`ConvexSolver::solve_with`](crate::ConvexSolver::solve_with) to keep a
 /// program's vectors between solves. Every method leaves it as it found
 /// it apart from the vectors it keeps; it holds no results.
 #[derive(Debug, Default)]

@@ -19,6 +19,8 @@ pub(crate) use integrals::Selectable;
 pub(crate) use nodes::{NEGLIGIBLE, Nodes, STEP, left_end, left_tail, nodes, nodes_from};
 pub(crate) use sums::Sums;
 
+use mdsd_core::powi_count;
+
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential};
 use crate::thresholds::BUCKETED_FROM;
@@ -53,5 +55,21 @@ impl Potential for Selectable<'_> {
     /// theta of the program by t selects the same draft.
     fn flat_along_ones(&self) -> bool {
         true
+    }
+
+    /// P(y ∈ S; world) = s^n - (s - q_y)^n, s = base + Σ q the world's
+    /// mass, as s^n (1 - (1 - q_y / s)^n) from logarithms: no cancellation
+    /// for a token of small q, and no overflow of the count n.
+    fn saturation(&self) -> Option<impl Fn(usize) -> f64 + '_> {
+        let world = self.base + self.q.iter().sum::<f64>();
+        let every_draft = powi_count(world, self.n);
+        let n = self.n as f64;
+        Some(move |y: usize| {
+            if world > 0.0 {
+                -every_draft * (n * (-self.q[y] / world).ln_1p()).exp_m1()
+            } else {
+                0.0
+            }
+        })
     }
 }
