@@ -188,9 +188,7 @@ fn check_iid_lengths(p: usize, q: usize, ns: &[usize]) -> Result<(), BoundError>
 }
 
 fn check_target(p: &Distribution, drafts: &DraftScheme) -> Result<(), BoundError> {
-    Problem::new(p.clone(), drafts.clone())
-        .map(|_| ())
-        .map_err(Into::into)
+    Problem::check(p, drafts).map_err(Into::into)
 }
 
 /// The optimal acceptance of a problem, by the method of its scheme.

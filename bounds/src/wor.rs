@@ -369,22 +369,24 @@ pub(crate) fn wor_by_prefix(
                 .filter(|&x| x > 0.0)
                 .fold(1.0, f64::min);
             let mut clocks = ExponentialClocks::new(n, q_out_min);
+            // Past the first prefix that holds all of q, P(all in H) is 1
+            // and each token adds its p: no later prefix is lower, so the
+            // scan ends there (a draft truncated to its top k leaves the
+            // rest of the vocabulary past it).
+            let scanned = q_out.iter().position(|&x| x <= 0.0).unwrap_or(v);
             // Gathered once into scan order: the loads of a gather overlap,
             // those inside the scan's long body would each wait on memory.
-            let in_order = |x: &[f64]| order.iter().map(|&t| x[t]).collect::<Vec<f64>>();
+            let in_order = |x: &[f64]| {
+                (order[..scanned].iter())
+                    .map(|&t| x[t])
+                    .collect::<Vec<f64>>()
+            };
             let (p_ordered, q_ordered) = (in_order(p), in_order(q));
             let (mut p_in, mut q_in) = (0.0, 0.0);
             // Tokens join the clocks only when a prefix is evaluated, so
             // none is added past the last prefix the bound lets through.
             let mut added = 0;
-            for k in 1..=v {
-                // Past the prefix that holds all of q, P(all in H) is 1
-                // and each token adds its p: no later prefix is lower (a
-                // draft truncated to its top k leaves the rest of the
-                // vocabulary there).
-                if q_out[k - 1] <= 0.0 {
-                    break;
-                }
+            for k in 1..=scanned {
                 p_in += p_ordered[k - 1];
                 q_in += q_ordered[k - 1];
                 // Without replacement, each further draw lands in H with

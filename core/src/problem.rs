@@ -14,8 +14,14 @@ pub struct Problem {
 impl Problem {
     /// Checks that target and drafts share one vocabulary.
     pub fn new(target: Distribution, drafts: DraftScheme) -> Result<Self, CoreError> {
-        check_same_len(target.len(), &drafts.drafts()[0], "the draft distribution")?;
+        Self::check(&target, &drafts)?;
         Ok(Self { target, drafts })
+    }
+
+    /// What [`Problem::new`] checks, on borrowed laws: for functions that
+    /// take a target and drafts apart and need no `Problem` of them.
+    pub fn check(target: &Distribution, drafts: &DraftScheme) -> Result<(), CoreError> {
+        check_same_len(target.len(), &drafts.drafts()[0], "the draft distribution")
     }
 
     /// The target distribution p.
