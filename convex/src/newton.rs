@@ -546,13 +546,14 @@ impl<P: Potential> Program<'_, P> {
     /// ln((P - r_y) / (P - p_y)), a step that cannot pass the optimum.
     /// Newton's step, (p_y - r_y) / (κ (P - r_y)), stays under 1 / κ: a
     /// variable whose p is near its limit crawls to it about one unit an
-    /// iteration (drafts without replacement: the inner program's
-    /// likeliest token climbs from theta 3 to 12 over ten iterations).
+    /// iteration (drafts without replacement: Newton alone takes the
+    /// inner program's likeliest token from theta 3 to 12 in ten
+    /// iterations).
     /// The step is lengthened only where the gap must fall more than
     /// `SATURATED`-fold in logarithm: nearer, Newton converges on its
     /// own, and the other variables' moves, which the bound leaves out,
-    /// make the longer step overshoot (on a shared row at top 100 the
-    /// iteration then cycled at step 1/8 short of its tolerance). Where
+    /// make the longer step overshoot (on a shared row at top 100 it
+    /// makes the iteration cycle at step 1/8 short of its tolerance). Where
     /// p_y is at or past the limit the variable heads for its upper bound.
     fn saturation_steps(&self, r: &[f64], held: &[bool], direction: &mut [f64]) {
         let Some(limit) = self.potential.saturation() else {
