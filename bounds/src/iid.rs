@@ -179,10 +179,18 @@ const FIRST_FINITE: i64 = (1023 + MIN_EXP) << SUB_BITS;
 /// its exponent and top mantissa bits index buckets in order once the ratio
 /// is clamped to [just below 2^MIN_EXP, 2^(MAX_EXP+1)]; q = 0 gives +inf, or
 /// NaN when p = 0 too, and both clamp to the top.
-// Not `clamp`: it keeps NaN, while `min` sends the 0/0 of p = q = 0 to the top.
-#[allow(clippy::manual_clamp)]
 fn bucket_of(p: f64, q: f64) -> u16 {
-    let clamped = (p / q).min(TOP_RATIO).max(BELOW_MIN_RATIO);
+    bucket_of_key(p / q)
+}
+
+/// `bucket_of` a ratio already divided out (any f64: below 2^MIN_EXP,
+/// negative values and -inf included, bucket 0; NaN the top).
+// Not `clamp`: it keeps NaN, while `min` sends NaN (the 0/0 of p = q =
+// 0) to the top.
+#[allow(clippy::manual_clamp)]
+#[inline]
+fn bucket_of_key(ratio: f64) -> u16 {
+    let clamped = ratio.min(TOP_RATIO).max(BELOW_MIN_RATIO);
     ((clamped.to_bits() >> (52 - SUB_BITS)) - (FIRST_FINITE as u64 - 1)) as u16
 }
 
@@ -560,12 +568,26 @@ impl BucketSums {
 
 /// The tokens of the `candidate` buckets, sorted by (bucket, ratio, id).
 fn gather_candidates(keys: &[u16], p: Masses, q: Masses, candidate: &[bool]) -> Vec<Candidate> {
-    // Candidate buckets hold a few thousand tokens of V, spread along the
-    // vocabulary: a branch per token would mispredict on each of them. The
-    // tests of a run of keys are packed into a mask without a branch, and
-    // only runs holding a candidate (a few in ten) are looked at again.
+    // Their masses in a loop of their own: the reads miss the cache, and
+    // here many are in flight at once.
+    let mut inside: Vec<Candidate> = tokens_in_buckets(keys, candidate)
+        .into_iter()
+        .map(|t| (usize::from(keys[t]), bucketed_ratio(p, q, t), t))
+        .collect();
+    sort_candidates(&mut inside);
+    inside
+}
+
+/// The tokens (ascending) whose bucket `buckets[t]` is marked in `wanted`.
+///
+/// The wanted buckets of a prefix search hold a few thousand tokens of V,
+/// spread along the vocabulary: a branch per token would mispredict on
+/// each of them. The tests of a run of tokens are packed into a mask
+/// without a branch, and only runs holding a wanted token (a few in ten)
+/// are looked at again.
+pub fn tokens_in_buckets(buckets: &[u16], wanted: &[bool]) -> Vec<usize> {
     const RUN: usize = 16;
-    let is_candidate = |k: u16| u32::from(candidate[usize::from(k)]);
+    let is_wanted = |k: u16| u32::from(wanted[usize::from(k)]);
     let mut tokens = Vec::new();
     let mut add_run = |start: usize, mut mask: u32| {
         while mask != 0 {
@@ -573,22 +595,15 @@ fn gather_candidates(keys: &[u16], p: Masses, q: Masses, candidate: &[bool]) -> 
             mask &= mask - 1;
         }
     };
-    let runs = keys.chunks_exact(RUN);
+    let runs = buckets.chunks_exact(RUN);
     let rest = runs.remainder();
     for (run, chunk) in runs.enumerate() {
-        let mask = (0..RUN).fold(0, |mask, i| mask | is_candidate(chunk[i]) << i);
+        let mask = (0..RUN).fold(0, |mask, i| mask | is_wanted(chunk[i]) << i);
         add_run(run * RUN, mask);
     }
-    let mask = (0..rest.len()).fold(0, |mask, i| mask | is_candidate(rest[i]) << i);
-    add_run(keys.len() - rest.len(), mask);
-    // Their masses in a loop of their own: the reads miss the cache, and
-    // here many are in flight at once.
-    let mut inside: Vec<Candidate> = tokens
-        .into_iter()
-        .map(|t| (usize::from(keys[t]), bucketed_ratio(p, q, t), t))
-        .collect();
-    sort_candidates(&mut inside);
-    inside
+    let mask = (0..rest.len()).fold(0, |mask, i| mask | is_wanted(rest[i]) << i);
+    add_run(buckets.len() - rest.len(), mask);
+    tokens
 }
 
 /// The ratio token `t` was bucketed by: of its values as given.
@@ -653,6 +668,17 @@ pub const RATIO_BUCKETS: usize = BUCKETS;
 /// and 2^64, one below, one above with q = 0).
 pub fn ratio_bucket(p: f64, q: f64) -> usize {
     usize::from(bucket_of(p, q))
+}
+
+/// The ratio bucket of a key already divided out, any f64: non-decreasing
+/// in it (every key below 2^-64, negative ones and -inf included, in
+/// bucket 0; +inf and NaN in the last), so that sorting by (bucket, key)
+/// sorts by key. Other searches over prefixes of a ratio order (the cut
+/// of drafts from different models in mdsd-convex) bucket their keys by
+/// it.
+#[inline]
+pub fn ratio_key_bucket(ratio: f64) -> usize {
+    usize::from(bucket_of_key(ratio))
 }
 
 /// Pass 1 of the bucket selection done elsewhere (on a GPU): the p and q

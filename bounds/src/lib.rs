@@ -54,7 +54,7 @@ use thiserror::Error;
 
 pub use iid::{
     IidAlgorithm, RATIO_BUCKETS, RatioBucketMasses, SELECTION_MIN_VOCAB,
-    optimal_acceptance_iid_from_buckets, ratio_bucket,
+    optimal_acceptance_iid_from_buckets, ratio_bucket, ratio_key_bucket, tokens_in_buckets,
 };
 pub use independent::INDEPENDENT_SUBSET_LIMIT;
 pub use order::{ascending_ratio_order, ratio_prefix_end};

@@ -2,30 +2,20 @@
 //! "Finding H without a closed form"): its best prefix in an order of the
 //! tokens, and the combinatorial search for the H that minimises it.
 
+use std::ops::Range;
+
+use mdsd_bounds::{RATIO_BUCKETS, ratio_key_bucket, tokens_in_buckets};
+
 use crate::independent::product_without;
-use crate::numeric::lane_sum;
 
-/// Keys fall into buckets by the top bits of their order-preserving bit
-/// pattern: the sign, the exponent and BUCKET_MANTISSA_BITS of mantissa
-/// (positive keys a bucket of relative width 2^-BUCKET_MANTISSA_BITS).
-const BUCKET_MANTISSA_BITS: u32 = 2;
-const BUCKET_SHIFT: u32 = 52 - BUCKET_MANTISSA_BITS;
-const BUCKETS: usize = 1 << (64 - BUCKET_SHIFT);
-// A token's bucket is kept as a u16.
-const _: () = assert!(BUCKETS <= 1 << 16);
+/// Tokens whose keys are made in one pass and summed into their buckets
+/// while they are in L1.
+const BLOCK: usize = 1024;
 
-/// The bits of x as an integer in the order of `f64::total_cmp`.
-fn ordered_bits(x: f64) -> u64 {
-    let bits = x.to_bits();
-    if bits >> 63 == 1 {
-        !bits
-    } else {
-        bits | 1 << 63
-    }
-}
-
-fn bucket_of(key: f64) -> usize {
-    (ordered_bits(key) >> BUCKET_SHIFT) as usize
+/// `key` with every NaN the positive one, which `f64::total_cmp` puts
+/// after +inf, as the ratio buckets put NaN in the last one.
+fn canonical(key: f64) -> f64 {
+    if key.is_nan() { f64::NAN } else { key }
 }
 
 /// A set H of tokens, as a mask, with its cut p(H) - Π_i q_i(H), p(H)
@@ -38,51 +28,62 @@ pub(crate) struct PrefixCut {
 }
 
 /// The set H among the prefixes of the tokens by ascending `key` (ties by
-/// index; the empty prefix included) that minimises the cut p(H) - Π_i
-/// q_i(H), with that minimum (1 + it bounds alpha* from above: max flow's
-/// cut, `docs/DESIGN.md` §6b).
+/// index, NaN after +inf; the empty prefix included) that minimises the
+/// cut p(H) - Π_i q_i(H), with that minimum (1 + it bounds alpha* from
+/// above: max flow's cut, `docs/DESIGN.md` §6b).
 ///
 /// Sorting every token costs more than the rest of a round of the search
 /// at full vocabulary, and the prefixes that can win are few: with the
-/// tokens in buckets of keys, the cut at each bucket's end comes from the
-/// buckets' sums, and a prefix that ends inside bucket b, after the sums
-/// P, Q_i of the buckets before it, has a cut at least P - Π_i (Q_i +
-/// q_i(b)) (p only adds, and the product grows in each q_i). Only the
-/// buckets whose bound is below the best end of a bucket are sorted and
-/// scanned token by token.
-pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> PrefixCut {
-    best_prefix_cut_by(|y| key[y], p, q)
+/// tokens in the ratio buckets of mdsd-bounds (`ratio_key_bucket`, 32 an
+/// octave), the cut at each bucket's end comes from the buckets' sums, and
+/// a prefix that ends inside bucket b, after the sums P, Q_i of the
+/// buckets before it, has a cut at least P - Π_i (Q_i + q_i(b)) (p only
+/// adds, and the product grows in each q_i). Only the buckets whose bound
+/// is below the best end of a bucket are sorted and scanned token by
+/// token.
+pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[&[f64]]) -> PrefixCut {
+    best_prefix_cut_by(|range, keys| keys.copy_from_slice(&key[range]), p, q)
 }
 
-/// `best_prefix_cut` with token y's key `key(y)`, made where it is read
-/// (a search round's keys are a division each: made twice for the few
-/// tokens of the sorted buckets, that costs less than a vocabulary-sized
-/// vector of them written and read).
-fn best_prefix_cut_by(key: impl Fn(usize) -> f64, p: &[f64], q: &[Vec<f64>]) -> PrefixCut {
-    let n = q.len();
-    // Each token's bucket once: the passes below read it. On the calling
-    // thread, as every pass of the search: a pass this light costs less
-    // than waking the pool's other workers. The buckets' sums take a pass
-    // of their own: scattered in the keys' pass, they hold up the
-    // divisions that the keys' pass otherwise overlaps.
-    let bucket: Vec<u16> = (0..p.len()).map(|y| bucket_of(key(y)) as u16).collect();
-    // Per bucket: Σ p, then Σ q_i, in one row of n + 1.
-    let mut sums = vec![0.0; BUCKETS * (n + 1)];
-    for (y, &b) in bucket.iter().enumerate() {
-        let row = &mut sums[usize::from(b) * (n + 1)..][..n + 1];
-        row[0] += p[y];
-        (row[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
+/// `best_prefix_cut` with the keys of the tokens in `range` written by
+/// `keys_of` (a search round's keys are a division each: made twice for
+/// the few tokens of the sorted buckets, that costs less than a
+/// vocabulary-sized vector of them written and read).
+fn best_prefix_cut_by(
+    keys_of: impl Fn(Range<usize>, &mut [f64]),
+    p: &[f64],
+    q: &[&[f64]],
+) -> PrefixCut {
+    let width = q.len() + 1;
+    // Per bucket: Σ p, then Σ q_i, in one row. Each token's bucket once,
+    // a block of keys at a time, summed into the buckets while the block
+    // is in L1; the passes below read the buckets. On the calling thread,
+    // as every pass of the search: split over rayon's pool, the tasks'
+    // own sums, cleared and added up, cost more than the pass.
+    let mut bucket: Vec<u16> = Vec::with_capacity(p.len());
+    let mut sums = vec![0.0; RATIO_BUCKETS * width];
+    let mut keys = [0.0; BLOCK];
+    for start in (0..p.len()).step_by(BLOCK) {
+        let range = start..(start + BLOCK).min(p.len());
+        let keys = &mut keys[..range.len()];
+        keys_of(range.clone(), keys);
+        bucket.extend(keys.iter().map(|&key| ratio_key_bucket(key) as u16));
+        for (y, &b) in range.clone().zip(&bucket[range]) {
+            let row = &mut sums[usize::from(b) * width..][..width];
+            row[0] += p[y];
+            (row[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
+        }
     }
-    let occupied: Vec<usize> = (0..BUCKETS)
-        .filter(|&b| sums[b * (n + 1)..][..n + 1].iter().any(|&x| x != 0.0))
+    let occupied: Vec<usize> = (0..RATIO_BUCKETS)
+        .filter(|&b| sums[b * width..][..width].iter().any(|&x| x != 0.0))
         .collect();
     // The masses before each occupied bucket, and the best end of one.
     let mut before = Vec::with_capacity(occupied.len());
-    let mut running = vec![0.0; n + 1];
-    let mut best = (0.0, Prefix::Empty, vec![0.0; n + 1]);
+    let mut running = vec![0.0; width];
+    let mut best = (0.0, Prefix::Empty, vec![0.0; width]);
     for &b in &occupied {
         before.push(running.clone());
-        let row = &sums[b * (n + 1)..][..n + 1];
+        let row = &sums[b * width..][..width];
         running.iter_mut().zip(row).for_each(|(m, x)| *m += x);
         let cut = running[0] - running[1..].iter().product::<f64>();
         if cut < best.0 {
@@ -90,9 +91,9 @@ fn best_prefix_cut_by(key: impl Fn(usize) -> f64, p: &[f64], q: &[Vec<f64>]) -> 
         }
     }
     let refined: Vec<bool> = {
-        let mut refined = vec![false; BUCKETS];
+        let mut refined = vec![false; RATIO_BUCKETS];
         for (&b, before) in occupied.iter().zip(&before) {
-            let row = &sums[b * (n + 1)..][..n + 1];
+            let row = &sums[b * width..][..width];
             let least: f64 = (before[1..].iter().zip(&row[1..]))
                 .map(|(m, x)| m + x)
                 .product();
@@ -100,8 +101,12 @@ fn best_prefix_cut_by(key: impl Fn(usize) -> f64, p: &[f64], q: &[Vec<f64>]) -> 
         }
         refined
     };
-    let mut inside: Vec<(f64, usize)> = (0..p.len())
-        .filter(|&y| refined[usize::from(bucket[y])])
+    let key = |y: usize| {
+        let mut key = [0.0];
+        keys_of(y..y + 1, &mut key);
+        canonical(key[0])
+    };
+    let mut inside: Vec<(f64, usize)> = (tokens_in_buckets(&bucket, &refined).into_iter())
         .map(|y| (key(y), y))
         .collect();
     inside.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -111,7 +116,7 @@ fn best_prefix_cut_by(key: impl Fn(usize) -> f64, p: &[f64], q: &[Vec<f64>]) -> 
             continue;
         }
         let mut masses = before.clone();
-        while at < inside.len() && bucket_of(inside[at].0) == b {
+        while at < inside.len() && ratio_key_bucket(inside[at].0) == b {
             let y = inside[at].1;
             masses[0] += p[y];
             (masses[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
@@ -128,7 +133,7 @@ fn best_prefix_cut_by(key: impl Fn(usize) -> f64, p: &[f64], q: &[Vec<f64>]) -> 
         Prefix::Empty => (0, &inside[..0]),
         Prefix::Through(b) => (b + 1, &inside[..0]),
         Prefix::Within(b, end) => {
-            let start = inside.partition_point(|&(k, _)| bucket_of(k) < b);
+            let start = inside.partition_point(|&(k, _)| ratio_key_bucket(k) < b);
             (b, &inside[start..=end])
         }
     };
@@ -185,18 +190,24 @@ enum Prefix {
 /// tokens move in or out while that lowers the cut exactly. Nothing
 /// proves the result optimal: it is checked, as any H is, by the programs
 /// that it starts (`ConvexSolver::solve_independent`).
-pub(crate) fn searched_cut(p: &[f64], q: &[Vec<f64>]) -> (Vec<bool>, f64) {
+pub(crate) fn searched_cut(p: &[f64], q: &[&[f64]]) -> (Vec<bool>, f64) {
     const ROUNDS: usize = 32;
-    let mut in_h = vec![true; p.len()];
-    let mut p_h = lane_sum(p);
-    let mut mass: Vec<f64> = q.iter().map(|law| lane_sum(law)).collect();
     let weights =
         |mass: &[f64]| -> Vec<f64> { (0..q.len()).map(|i| product_without(mass, &[i])).collect() };
-    let mut lambda = weights(&mass);
+    // The first round from H = every token, where each law's mass is 1 (a
+    // law lives on its drafted tokens), so λ = 1 without a pass over the
+    // laws (for laws of other masses, only a first order); every round
+    // sets H, p(H) and the q_i(H).
+    let mut lambda = vec![1.0; q.len()];
+    let (mut in_h, mut p_h, mut mass) = (vec![true; p.len()], 0.0, Vec::new());
     for _ in 0..ROUNDS {
-        let order = |y: usize| {
-            let decrease: f64 = q.iter().zip(&lambda).map(|(law, l)| l * law[y]).sum();
-            p[y] / decrease
+        // p / Σ_i λ_i q_i, law by law over a block, then the divisions.
+        let order = |range: Range<usize>, keys: &mut [f64]| {
+            keys.fill(0.0);
+            for (law, l) in q.iter().zip(&lambda) {
+                (keys.iter_mut().zip(&law[range.clone()])).for_each(|(k, x)| *k += l * x);
+            }
+            (keys.iter_mut().zip(&p[range])).for_each(|(k, p)| *k = p / *k);
         };
         let next = best_prefix_cut_by(order, p, q);
         let repeats = next.in_h == in_h;
@@ -257,7 +268,11 @@ mod tests {
     /// scan must find it.
     fn sorted_prefix_cut(key: &[f64], p: &[f64], q: &[Vec<f64>]) -> f64 {
         let mut order: Vec<usize> = (0..key.len()).collect();
-        order.sort_by(|&a, &b| key[a].total_cmp(&key[b]).then(a.cmp(&b)));
+        order.sort_by(|&a, &b| {
+            canonical(key[a])
+                .total_cmp(&canonical(key[b]))
+                .then(a.cmp(&b))
+        });
         let (mut p_h, mut q_h, mut best) = (0.0, vec![0.0; q.len()], 0.0f64);
         for y in order {
             p_h += p[y];
@@ -265,6 +280,10 @@ mod tests {
             best = best.min(p_h - q_h.iter().product::<f64>());
         }
         best
+    }
+
+    fn views(q: &[Vec<f64>]) -> Vec<&[f64]> {
+        q.iter().map(Vec::as_slice).collect()
     }
 
     fn normalised(weights: Vec<f64>) -> Vec<f64> {
@@ -328,7 +347,7 @@ mod tests {
             vec![spread(0.754_877_666_2), spread(0.569_840_290_9)],
         );
         let key: Vec<f64> = (0..v).map(|y| p[y] / (q[0][y] + q[1][y])).collect();
-        let PrefixCut { in_h, cut, .. } = best_prefix_cut(&key, &p, &q);
+        let PrefixCut { in_h, cut, .. } = best_prefix_cut(&key, &p, &views(&q));
         let expected = sorted_prefix_cut(&key, &p, &q);
         assert!(cut < -0.1, "a cut of {cut}: H is not trivial");
         assert!((cut - expected).abs() < 1e-12, "{cut} vs {expected}");
@@ -345,7 +364,7 @@ mod tests {
         /// lowers it by more than rounding.
         #[test]
         fn searched_cut_is_its_masks((p, q, _, _) in instances()) {
-            let (in_h, cut) = searched_cut(&p, &q);
+            let (in_h, cut) = searched_cut(&p, &views(&q));
             let of_mask = mass_in(&p, &in_h) - q.iter().map(|law| mass_in(law, &in_h)).product::<f64>();
             prop_assert!((of_mask - cut).abs() < 1e-12, "{} vs {}", of_mask, cut);
             for y in 0..p.len() {
@@ -369,7 +388,7 @@ mod tests {
             } else {
                 key
             };
-            let PrefixCut { in_h, cut, p_h, q_h } = best_prefix_cut(&key, &p, &q);
+            let PrefixCut { in_h, cut, p_h, q_h } = best_prefix_cut(&key, &p, &views(&q));
             prop_assert!((mass_in(&p, &in_h) - p_h).abs() < 1e-12, "p(H) {} vs {}", mass_in(&p, &in_h), p_h);
             for (law, m) in q.iter().zip(&q_h) {
                 prop_assert!((mass_in(law, &in_h) - m).abs() < 1e-12, "q(H) {} vs {}", mass_in(law, &in_h), m);
@@ -379,8 +398,8 @@ mod tests {
             let masses: f64 = q.iter().map(|law| mass_in(law, &in_h)).product();
             let of_mask = mass_in(&p, &in_h) - masses;
             prop_assert!((of_mask - cut).abs() < 1e-12, "the mask's cut {} vs {}", of_mask, cut);
-            let last_in = (0..p.len()).filter(|&y| in_h[y]).map(|y| key[y]).max_by(f64::total_cmp);
-            let first_out = (0..p.len()).filter(|&y| !in_h[y]).map(|y| key[y]).min_by(f64::total_cmp);
+            let last_in = (0..p.len()).filter(|&y| in_h[y]).map(|y| canonical(key[y])).max_by(f64::total_cmp);
+            let first_out = (0..p.len()).filter(|&y| !in_h[y]).map(|y| canonical(key[y])).min_by(f64::total_cmp);
             if let (Some(a), Some(b)) = (last_in, first_out) {
                 prop_assert!(a.total_cmp(&b).is_le(), "not a prefix: {} after {}", a, b);
             }

@@ -33,7 +33,7 @@
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
-use crate::numeric::lane_sum;
+use crate::numeric::{lane_sum, sum_where};
 use crate::selection::{STEP, Sums, left_tail, nodes};
 
 /// The selectable tokens of one side of a problem with independent drafts.
@@ -137,12 +137,13 @@ impl Compact {
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &t| {
                 (lo.min(t), hi.max(t))
             });
-        // Most tokens sit at the least weight: the others are few. On the
-        // calling thread: a pass this light costs less than waking the
-        // pool's other workers.
-        let above: Vec<usize> = (0..theta.len()).filter(|&y| theta[y] != least).collect();
-        let (at_greatest, kept): (Vec<usize>, Vec<usize>) =
-            above.iter().partition(|&&y| theta[y] == greatest);
+        // Most tokens sit at an end (the separating program's at the
+        // least, the inner program's at the greatest): the kept ones are
+        // few. On the calling thread: a pass this light costs less than
+        // waking the pool's other workers.
+        let kept: Vec<usize> = (0..theta.len())
+            .filter(|&y| theta[y] != least && theta[y] != greatest)
+            .collect();
         let rows = Rows {
             least,
             greatest,
@@ -162,12 +163,16 @@ impl Compact {
         // Each law's mass at the ends, then its kept tokens' q; the least
         // weight's mass is what the others leave of the law's (an error
         // of its rounding, 1e-16, in phi's absolute terms).
+        // The mass at the greatest weight by a masked sum without a branch
+        // (`sum_where`): whether a token is there follows no pattern along
+        // the vocabulary.
         let compact_q = (q.iter().zip(totals))
             .map(|(law, total)| {
-                let (greatest_mass, kept): (f64, Vec<f64>) = (
-                    at_greatest.iter().map(|&y| law[y]).sum(),
-                    rows.kept.iter().map(|&y| law[y]).collect(),
-                );
+                let greatest_mass = match ends {
+                    1 => 0.0,
+                    _ => sum_where(law, theta, |t| t == greatest),
+                };
+                let kept: Vec<f64> = rows.kept.iter().map(|&y| law[y]).collect();
                 let least_mass = total - greatest_mass - lane_sum(&kept);
                 let mut compact = vec![least_mass, greatest_mass];
                 compact.truncate(ends);
@@ -372,24 +377,31 @@ impl Potential for Independent<'_> {
             .collect();
         let rows = compact.rows;
         // r_y = Σ_i q_i(y) a_row selected_i(row): per end row, a_row
-        // selected_i(row) once, and the tokens at the ends in one pass over
-        // the vocabulary (on the calling thread, as `Compact::new`'s), then
-        // the kept ones.
+        // selected_i(row) once, then the tokens at the ends (on the calling
+        // thread, as `Compact::new`'s passes), then the kept ones.
         let factors = |row: usize| -> Vec<f64> {
             let a = tokens.weight(row);
             selected.iter().map(|values| a * values[row]).collect()
         };
         let at_ends: Vec<Vec<f64>> = (0..rows.ends().min(theta.len())).map(factors).collect();
-        let combined = |y: usize, factors: &[f64]| -> f64 {
-            (self.q.iter().zip(factors))
-                .map(|(law, f)| law[y] * f)
-                .sum()
-        };
-        let mut marginal = workspace.take(theta.len());
-        marginal.extend((0..theta.len()).map(|y| {
-            rows.end(theta[y])
-                .map_or(0.0, |row| combined(y, &at_ends[row]))
-        }));
+        // A pass over the vocabulary per law, each without a branch (a
+        // select per token of its end's factor, 0 at neither end).
+        let mut marginal = workspace.filled(theta.len(), 0.0);
+        if let (Some(at_least), Some(at_greatest)) = (at_ends.first(), at_ends.last()) {
+            for (i, law) in self.q.iter().enumerate() {
+                let (least, greatest) = (at_least[i], at_greatest[i]);
+                (marginal.iter_mut().zip(theta).zip(law)).for_each(|((r, &t), &q)| {
+                    let factor = if t == rows.least {
+                        least
+                    } else if t == rows.greatest {
+                        greatest
+                    } else {
+                        0.0
+                    };
+                    *r += q * factor;
+                });
+            }
+        }
         for (place, &y) in rows.kept.iter().enumerate() {
             let row = rows.ends() + place;
             let sum: f64 = (self.q.iter().zip(&selected))

@@ -484,20 +484,29 @@ impl ConvexSolver {
             .map(|q| q.probs())
             .collect();
         let target = problem.target().probs();
-        // p and q from the workspace.
+        // p and q on the drafted tokens, from the workspace; where every
+        // token is drafted (a softmax at the full vocabulary), the laws as
+        // they are.
         let support = draft_support(&laws);
-        let p = workspace.gather(&support, target);
-        let q: Vec<Vec<f64>> = (laws.iter())
-            .map(|law| workspace.gather(&support, law))
-            .collect();
+        let gathered: Vec<Vec<f64>> = if support.len() < target.len() {
+            (std::iter::once(target).chain(laws.iter().copied()))
+                .map(|x| workspace.gather(&support, x))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (p, q): (&[f64], Vec<&[f64]>) = match gathered.split_first() {
+            Some((p, q)) => (p, q.iter().map(Vec::as_slice).collect()),
+            None => (target, laws),
+        };
         let drafted = Drafted {
-            p: &p,
+            p,
             q: &q,
             support: &support,
             vocabulary: target.len(),
         };
         let solved = self.solve_drafted(&drafted, workspace);
-        for vector in q.into_iter().chain([p]) {
+        for vector in gathered {
             workspace.give(vector);
         }
         solved
@@ -518,9 +527,10 @@ impl ConvexSolver {
             solved => return solved,
         };
         let nothing = vec![0.0; n];
+        let laws: Vec<Vec<f64>> = q.iter().map(|law| law.to_vec()).collect();
         let separating = Program {
             name: "separating",
-            potential: &Independent::new(q, &nothing, false),
+            potential: &Independent::new(&laws, &nothing, false),
             p,
             bounds: (-THETA_LIMIT, 0.0),
             stop: Stop::ProjectedGradient,
@@ -631,7 +641,7 @@ impl ConvexSolver {
 /// draft's q on them, their vocabulary ids and the vocabulary's size.
 struct Drafted<'a> {
     p: &'a [f64],
-    q: &'a [Vec<f64>],
+    q: &'a [&'a [f64]],
     support: &'a [usize],
     vocabulary: usize,
 }
@@ -769,6 +779,11 @@ fn draft_support(laws: &[&[f64]]) -> Vec<usize> {
                 drafted |= u32::from(q > 0.0) << lane;
             }
         }
+        if drafted == u32::MAX {
+            // Every token of the chunk (at the full vocabulary, all of them).
+            support.extend(start..start + CHUNK);
+            continue;
+        }
         while drafted != 0 {
             support.push(start + drafted.trailing_zeros() as usize);
             drafted &= drafted - 1;
@@ -896,7 +911,7 @@ mod tests {
             ),
         ];
         for (p, laws) in cases {
-            let q: Vec<Vec<f64>> = laws.iter().map(|law| law.to_vec()).collect();
+            let q: Vec<&[f64]> = laws.to_vec();
             let cut_of = |h: &[bool]| -> f64 {
                 let inside =
                     |x: &[f64]| -> f64 { (0..x.len()).filter(|&y| h[y]).map(|y| x[y]).sum() };

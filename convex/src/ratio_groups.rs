@@ -211,7 +211,11 @@ fn warm_start<P: Groupable>(
     let shift = 52 - bits;
     let most_ratios = ((RATIO_CEILING.to_bits() - RATIO_FLOOR.to_bits()) >> shift) as usize + 1;
     let mut odds = Odds::new(52 - bits.saturating_sub(GROUP_BITS - ODDS_BITS));
-    while odds.levels > 1 && most_ratios * odds.levels.pow(laws.len() as u32 - 1) > MOST_CELLS {
+    // Saturating: past 10 or so laws, 64 levels to the power n - 1 would
+    // wrap around to a small count of cells.
+    let cells =
+        |levels: usize| most_ratios.saturating_mul(levels.saturating_pow(laws.len() as u32 - 1));
+    while odds.levels > 1 && cells(odds.levels) > MOST_CELLS {
         odds = Odds::new(odds.shift + 1);
     }
     let levels = if laws.len() > 1 { odds.levels } else { 1 };

@@ -23,8 +23,8 @@ enum Ways {
     /// Buckets of theta, with the decays e^(-a_b c_k) of their centres,
     /// which the sums of a restriction share.
     Buckets(Assignment, Arc<Decays>),
-    /// One by one, with the nodes' logarithms for tokens of other weights.
-    Tokens(Vec<WeightedToken>, NodeLogs),
+    /// One by one.
+    Tokens(Vec<WeightedToken>),
 }
 
 impl Sums {
@@ -44,7 +44,7 @@ impl Sums {
             let tokens = (theta.iter())
                 .map(|&t| WeightedToken::new(t, c, logs))
                 .collect();
-            Self(Ways::Tokens(tokens, logs))
+            Self(Ways::Tokens(tokens))
         }
     }
 
@@ -52,7 +52,7 @@ impl Sums {
     pub fn weight(&self, y: usize) -> f64 {
         match &self.0 {
             Ways::Buckets(tokens, _) => tokens.weight(y),
-            Ways::Tokens(tokens, _) => tokens[y].a,
+            Ways::Tokens(tokens) => tokens[y].a,
         }
     }
 
@@ -64,10 +64,7 @@ impl Sums {
                 assignment.restrict(tokens),
                 Arc::clone(decays),
             )),
-            Ways::Tokens(all, logs) => Self(Ways::Tokens(
-                tokens.iter().map(|&y| all[y]).collect(),
-                *logs,
-            )),
+            Ways::Tokens(all) => Self(Ways::Tokens(tokens.iter().map(|&y| all[y]).collect())),
         }
     }
 
@@ -82,7 +79,7 @@ impl Sums {
     ) -> Vec<f64> {
         match &self.0 {
             Ways::Buckets(tokens, decays) => tokens.transform(w, c, decays, minus_one),
-            Ways::Tokens(tokens, _) => transform_by_token(tokens, w, c, minus_one),
+            Ways::Tokens(tokens) => transform_by_token(tokens, w, c, minus_one),
         }
     }
 
@@ -92,19 +89,38 @@ impl Sums {
     pub fn smooth(&self, c: &[f64], kernel: &[f64], multiplier: i32, growth: i32) -> Vec<f64> {
         match &self.0 {
             Ways::Buckets(tokens, decays) => tokens.smooth(c, kernel, decays, multiplier, growth),
-            Ways::Tokens(tokens, logs) => {
+            Ways::Tokens(tokens) => {
+                let shifted;
+                let kernel = match multiplier {
+                    1 => kernel,
+                    _ => {
+                        shifted = doubled(kernel, c, growth);
+                        &shifted
+                    }
+                };
                 let moments = moments(kernel, c, growth);
-                let scale = f64::from(multiplier);
                 (tokens.iter())
-                    .map(|token| match multiplier {
-                        1 => token.smooth(kernel, &moments),
-                        _ => WeightedToken::new((scale * token.a).ln(), c, *logs)
-                            .smooth(kernel, &moments),
-                    })
+                    .map(|token| token.smooth(kernel, &moments))
                     .collect()
             }
         }
     }
+}
+
+/// The kernel κ' with `Σ_k κ'_k e^(-a c_k) = Σ_k κ_k e^(-2 a c_k)` for
+/// every a, so that a token's own squaring chains and series take the sum
+/// at twice its weight: c_(k+3) = 2 c_k, so κ'_k = κ_(k-3), and below the
+/// fourth node κ' follows the kernel's growth like c^`growth` left of the
+/// first node (κ_0 (c_k / 2 c_0)^growth), the model the rule's infinite
+/// left end sums. The last three nodes of κ drop out: they sit at 2 a c >=
+/// a c_hi, past which the rule itself leaves out every term.
+fn doubled(kernel: &[f64], c: &[f64], growth: i32) -> Vec<f64> {
+    (0..c.len())
+        .map(|k| match k.checked_sub(3) {
+            Some(earlier) => kernel[earlier],
+            None => kernel[0] * (c[k] / (2.0 * c[0])).powi(growth),
+        })
+        .collect()
 }
 
 #[cfg(test)]
