@@ -978,16 +978,21 @@ impl TailBuckets {
             .map(|k| std::array::from_fn(|e| silent[k + e]))
             .collect();
         for (b, moments) in self.moments.iter().enumerate() {
+            // e^(-k a_b c) as the k-th power of e^(-a_b c): one exponential
+            // a bucket, not one a row.
+            let decay = (-self.centre[b] * c).exp();
+            let mut decay_k = 1.0;
             for (k, row) in table.iter_mut().enumerate().skip(1) {
                 let x = k as f64 * self.centre[b] * c;
                 if x > NEGLIGIBLE {
                     break;
                 }
+                decay_k *= decay;
                 // e^(-x) x^i once, for the row's polynomials in x: as
                 // dot products they are independent of each other, where
                 // Horner's rule would chain each one's multiplications.
                 let mut powers = [0.0; ORDER];
-                let mut power = (-x).exp();
+                let mut power = decay_k;
                 for entry in &mut powers {
                     *entry = power;
                     power *= x;
@@ -1025,16 +1030,23 @@ impl TailBuckets {
             .into_par_iter()
             .map(|b| {
                 let mut table = vec![[0.0; ORDER]; sets * n * width];
+                // e^(-a_b c_k) per node, whose (j + 1)-th powers every row
+                // takes: one exponential a node, not one a row.
+                let decays: Vec<f64> = (c.iter())
+                    .map(|&ck| self.centre[b] * ck)
+                    .take_while(|&x| x <= NEGLIGIBLE)
+                    .map(|x| (-x).exp())
+                    .collect();
                 for (set, j) in (0..sets).flat_map(|set| (0..n).map(move |j| (set, j))) {
                     let rows = (set * n + j) * width..(set * n + j + 1) * width;
                     let scale = (j + 1) as f64 * self.centre[b];
-                    for (kernel, &ck) in kernels.iter().zip(c) {
+                    for ((kernel, &ck), &decay) in kernels.iter().zip(c).zip(&decays) {
                         let x = scale * ck;
                         if x > NEGLIGIBLE {
                             break;
                         }
                         let mut powers = [0.0; ORDER];
-                        let mut p = (-x).exp();
+                        let mut p = (0..=j).fold(1.0, |e, _| e * decay);
                         for entry in powers.iter_mut() {
                             *entry = p;
                             p *= x;
