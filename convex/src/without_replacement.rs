@@ -247,27 +247,29 @@ fn extra_terms(x: f64) -> usize {
 /// ρ^j (j = 0..n-1, in `marked[j]`), ρ^k = z^k Σ_e series[k][e] (q
 /// t)^(k+e).
 #[inline]
-fn tail_sums(series: &[Series], t: f64, moments: &[Series], power: &mut [f64], marked: &mut [f64]) {
+fn tail_sums(
+    series: &[Series],
+    (t, t_powers): (f64, &Series),
+    moments: &[Series],
+    power: &mut [f64],
+    marked: &mut [f64],
+) {
     let n = marked.len();
-    // m t^p is Σ (q t)^p over the tail, each term at most n^-p; the power
-    // alone overflows past t ~ 1e308^(1/p), at nodes that the clock pass
-    // visits before it drops them as negligible, where m underflows or is
-    // zero: the product then comes from logarithms.
+    // Σ_e series_e m_e t^(k+e) = t^k Σ_e series_e m_e t^e with the powers
+    // t^e made once a pair (`powers_of`): a dot product in four running
+    // sums (as a chain of additions, or of multiplications for the powers,
+    // each sum would wait on its previous term).
     let at = |k: usize, moments: &Series| {
-        let mut sum = 0.0;
-        let mut scale = t.powi(k as i32);
-        for (e, (c, &m)) in series[k].iter().zip(moments).enumerate() {
-            let term = scale * m;
-            sum += c * if term.is_finite() {
-                term
-            } else if m > 0.0 {
-                (m.ln() + (k + e) as f64 * t.ln()).exp()
-            } else {
-                0.0
-            };
-            scale *= t;
+        let mut lanes = [0.0; 4];
+        for (e, ((c, m), p)) in series[k].iter().zip(moments).zip(t_powers).enumerate() {
+            lanes[e % 4] += c * m * p;
         }
-        sum
+        let sum = t.powi(k as i32) * (lanes[0] + lanes[1] + lanes[2] + lanes[3]);
+        if sum.is_finite() {
+            sum
+        } else {
+            tail_sum_by_logarithms(&series[k], t, k, moments)
+        }
     };
     for k in 1..n {
         power[k] = at(k, &moments[k]);
@@ -276,6 +278,40 @@ fn tail_sums(series: &[Series], t: f64, moments: &[Series], power: &mut [f64], m
         // Σ q z ρ^j: the moments of z^(j+1) q^(j+1+e) = q z^(j+1) q^(j+e).
         marked[j] = at(j, &moments[j + 1]);
     }
+}
+
+/// t^e for e <= EXTRA_TERMS: the powers of one node in t that its sums
+/// and kernels take.
+#[inline]
+fn powers_of(t: f64) -> Series {
+    let mut powers = [1.0; EXTRA_TERMS + 1];
+    for e in 1..powers.len() {
+        powers[e] = powers[e - 1] * t;
+    }
+    powers
+}
+
+/// `tail_sums`' Σ_e series_e m_e t^(k+e) where a power of t overflows:
+/// m t^p is Σ (q t)^p over the tail, each term at most n^-p; the power
+/// alone overflows past t ~ 1e308^(1/p), at nodes that the clock pass
+/// visits before it drops them as negligible, where m underflows or is
+/// zero: the product then comes from logarithms.
+#[cold]
+fn tail_sum_by_logarithms(series: &Series, t: f64, k: usize, moments: &Series) -> f64 {
+    let mut sum = 0.0;
+    let mut scale = t.powi(k as i32);
+    for (e, (c, &m)) in series.iter().zip(moments).enumerate() {
+        let term = scale * m;
+        sum += c * if term.is_finite() {
+            term
+        } else if m > 0.0 {
+            (m.ln() + (k + e) as f64 * t.ln()).exp()
+        } else {
+            0.0
+        };
+        scale *= t;
+    }
+    sum
 }
 
 /// The tail's `(U, M)` from its power sums and survival e^(-t q(tail)):
@@ -549,7 +585,7 @@ impl<'a> WithoutReplacement<'a> {
                     .map(|k| std::array::from_fn(|e| sums.get(k + e).copied().unwrap_or(0.0)))
                     .collect();
                 let (mut power, mut marked) = (vec![0.0; n], vec![0.0; n]);
-                tail_sums(&series, t, &table, &mut power, &mut marked);
+                tail_sums(&series, (t, &powers_of(t)), &table, &mut power, &mut marked);
                 let (mut u, mut m) = (vec![0.0; n], vec![0.0; n]);
                 tail_polynomials(&power, &marked, (-t * moments[j].2).exp(), &mut u, &mut m);
                 for &(q, role) in head {
@@ -779,10 +815,12 @@ impl<'a> WithoutReplacement<'a> {
         // t falls below `tail_reach`), its terms q^(k+e) z^k added.
         let mut moments = moments;
         let mut joined = h;
+        // The head tokens' q in their order, read at every pair of nodes.
+        let head_q: Vec<f64> = clocks.head.iter().map(|&y| self.q[y]).collect();
         for i in (0..clocks.t.len()).rev() {
             let (t, wt, exact) = (clocks.t[i], clocks.weight[i], clocks.exact[i]);
             for x in exact..joined {
-                let (q, z) = (self.q[clocks.head[x]], z[x]);
+                let (q, z) = (head_q[x], z[x]);
                 let mut zk = 1.0;
                 for (k, row) in moments.iter_mut().enumerate().skip(1) {
                     zk *= z;
@@ -794,7 +832,14 @@ impl<'a> WithoutReplacement<'a> {
                 }
             }
             joined = joined.min(exact);
-            tail_sums(series, t, &moments, power.as_mut(), marked.as_mut());
+            let t_powers = powers_of(t);
+            tail_sums(
+                series,
+                (t, &t_powers),
+                &moments,
+                power.as_mut(),
+                marked.as_mut(),
+            );
             tail_polynomials(
                 power.as_ref(),
                 marked.as_ref(),
@@ -812,7 +857,7 @@ impl<'a> WithoutReplacement<'a> {
             let s = &clocks.survival[i * h..(i + 1) * h];
             let arrived = &clocks.arrived[i * h..(i + 1) * h];
             let odds = &clocks.odds[i * h..(i + 1) * h];
-            let q = |x: usize| self.q[clocks.head[x]];
+            let q = |x: usize| head_q[x];
             // Exact token x's factors at this pair of nodes.
             let factors = |x: usize| (s[x], arrived[x] * z[x], q(x) * s[x] * z[x]);
             for x in 0..exact {
@@ -830,27 +875,28 @@ impl<'a> WithoutReplacement<'a> {
             let (whole_u, whole_m) = (pre_u[exact].as_ref(), pre_m[exact].as_ref());
             sums.transform += wt * whole_m[n - 1];
             // The tail's kernels, on every token's U and M at this pair.
-            let measure = kernel_measure * wt;
+            // Each entry's power of t from the node's powers, not a
+            // running product (a chain of multiplications).
+            let mut measure = kernel_measure * wt;
             for j in 0..n {
-                let mut scale = measure * t.powi(j as i32);
                 let row = &mut sums.kernel[j * (EXTRA_TERMS + 1)..(j + 1) * (EXTRA_TERMS + 1)];
                 for (e, entry) in row.iter_mut().enumerate() {
                     let mut term = (j + 1) as f64 * series[j][e] * whole_u[n - 1 - j];
                     if j + 2 <= n {
                         term += series[j + 1][e] * t * whole_m[n - 2 - j];
                     }
-                    *entry += scale * term;
-                    scale *= t;
+                    *entry += measure * t_powers[e] * term;
                 }
+                measure *= t;
             }
             // The head tokens in the tail's series here leave by its
             // division, Σ_j (-1)^j z^j ((j + 1) q ε^j U_(n-1-j) + ε^(j+1)
             // M_(n-2-j)), with ε exact.
             for x in exact..h {
-                let (zx, epsilon) = (z[x], odds[x]);
+                let (zx, epsilon, qx) = (z[x], odds[x], q(x));
                 let (mut sign_power, mut integrand) = (1.0, 0.0);
                 for j in 0..n {
-                    let mut term = (j + 1) as f64 * q(x) * whole_u[n - 1 - j];
+                    let mut term = (j + 1) as f64 * qx * whole_u[n - 1 - j];
                     if j + 2 <= n {
                         term += epsilon * whole_m[n - 2 - j];
                     }
