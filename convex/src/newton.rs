@@ -38,6 +38,9 @@ const SATURATED: f64 = 1.0;
 /// about 1e-12 relative (its powers x^n), while a Newton step near the
 /// optimum changes it by the square of the residual.
 const RESOLVED: f64 = 1e-10;
+/// A line search that halves its step below this has found no step the
+/// objective accepts: the next iteration takes `log_ratio_direction`.
+const STALLED: f64 = 1e-10;
 
 /// A potential at one point: its value, its gradient r, and what its
 /// Newton direction needs (`H`, per potential).
@@ -329,6 +332,9 @@ impl<P: Potential> Program<'_, P> {
     ) -> Result<Solved, ConvexError> {
         let (lo, hi) = self.bounds;
         let mut iterations = 0;
+        // Whether the last line search found no step the objective
+        // accepts (`STALLED`).
+        let mut stalled = false;
         loop {
             let lost = self.residual(&theta, &current.1.marginal);
             if lost <= tolerance || self.p.is_empty() {
@@ -374,14 +380,18 @@ impl<P: Potential> Program<'_, P> {
             } else {
                 gradient.clone()
             };
-            let mut direction = self.potential.direction(
-                &theta,
-                &current.1,
-                &system_gradient,
-                &active,
-                MODEL_SHARE * tolerance,
-                workspace,
-            );
+            let mut direction = if stalled {
+                log_ratio_direction(&current.1.marginal, self.p, &active)
+            } else {
+                self.potential.direction(
+                    &theta,
+                    &current.1,
+                    &system_gradient,
+                    &active,
+                    MODEL_SHARE * tolerance,
+                    workspace,
+                )
+            };
             if flat {
                 self.recentre(&theta, &mut direction, &active);
             }
@@ -423,8 +433,9 @@ impl<P: Potential> Program<'_, P> {
                     .map(|((t1, t0), g)| (t1 - t0) * g)
                     .sum();
                 let mut evaluated = self.objective(&trial, workspace);
+                stalled = step < STALLED;
                 let accepted = evaluated.0 <= value + ARMIJO * decrease + slack
-                    || step < 1e-10
+                    || stalled
                     || (unresolved && self.residual(&trial, &evaluated.1.marginal) < lost);
                 if accepted {
                     std::mem::swap(&mut theta, &mut trial);
@@ -582,4 +593,27 @@ impl<P: Potential> Program<'_, P> {
         let linear: f64 = self.p.iter().zip(theta).map(|(p, t)| p * t).sum();
         (evaluation.potential - linear, evaluation)
     }
+}
+
+/// The direction theta_y += ln(p_y / r_y) on the free tokens (0 on the
+/// held ones; a token of r or p zero toward the side it must move,
+/// clamped by the reach as every direction is): the fixed-point update of
+/// a softmax, r_y ∝ e^(theta_y), taken after a line search that found no
+/// step. Newton's direction comes from Hessian products that cannot
+/// resolve a token whose r is far below the rounding of the others'
+/// (drafts without replacement, every token drafted, r of 2.5e-7 for a
+/// token whose p is 1.2e-3 beside one of r near 1: its curvature is below
+/// the noise of the products by differences, conjugate gradients return
+/// a direction of size 10^4 along that noise, and no step of it lowers
+/// the objective, for 100 iterations); the log ratio moves such a token
+/// by what its r lacks, at most the reach an iteration.
+fn log_ratio_direction(r: &[f64], p: &[f64], held: &[bool]) -> Vec<f64> {
+    (r.iter().zip(p).zip(held))
+        .map(|((&r, &p), &held)| match (held, r > 0.0, p > 0.0) {
+            (true, _, _) => 0.0,
+            (false, true, true) => (p / r).ln(),
+            (false, _, false) => -REACH,
+            (false, false, true) => REACH,
+        })
+        .collect()
 }

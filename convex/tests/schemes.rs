@@ -135,3 +135,28 @@ fn real_rows_without_replacement() {
         }
     }
 }
+
+/// Every token drafted (n = V = 3), one token's r far below the rounding
+/// of the others' from the start: its curvature is below the noise of the
+/// Hessian's products by differences, so that Newton's direction gains
+/// nothing, and the program reaches its tolerance through the log-ratio
+/// step that follows a line search without a step
+/// (`newton::log_ratio_direction`; found by proptest).
+#[test]
+fn without_replacement_past_a_stalled_newton_step() {
+    use mdsd_core::{Distribution, DraftScheme};
+    let p = Distribution::from_probs(vec![
+        0.0012117144722086598,
+        0.998776900799514,
+        1.1384728277367176e-5,
+    ])
+    .unwrap();
+    let q = Distribution::from_probs(vec![
+        0.9999660126152894,
+        6.878434926493668e-8,
+        3.39186003613966e-5,
+    ])
+    .unwrap();
+    let problem = Problem::new(p, DraftScheme::without_replacement(q, 3).unwrap()).unwrap();
+    check_without_replacement(&problem).unwrap();
+}
