@@ -57,8 +57,8 @@ use rayon::prelude::*;
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
-use crate::selection::{Assignment, NEGLIGIBLE, ORDER, STEP, left_end, nodes_from};
-use crate::thresholds::TOKENS_PER_TASK;
+use crate::selection::{Assignment, NEGLIGIBLE, ORDER, left_end, nodes_from};
+use crate::thresholds::{BUCKETED_FROM, TOKENS_PER_TASK};
 
 /// The rule in c starts at c a_max = LEFT_END_HEAD (`nodes_from`) and sums
 /// its infinite left end from its first LEFT_END_NODES nodes (`left_end`):
@@ -104,6 +104,19 @@ const SURE_ARRIVALS: f64 = 900.0;
 /// each time, the selected token's law sums to the density of the world's
 /// n-th arrival), and which nodes go depends on q alone, not on theta.
 const CLOCK_NEGLIGIBLE: f64 = 1e-18;
+/// Width in theta of the buckets of a tail of fewer than `BUCKETED_FROM`
+/// tokens, and the Taylor terms in each token's offset δ = a / a_b - 1
+/// that its sums take: |δ| <= e^(1/16) - 1 < 0.0646, and e^(-x (1 + δ)) =
+/// e^(-x) Σ_i (-x δ)^i / i! cut after WIDE_ORDER terms leaves at most
+/// |δ|^WIDE_ORDER (WIDE_ORDER / e)^WIDE_ORDER / WIDE_ORDER! < 3e-18 of the
+/// token's term over all x (its largest at x = WIDE_ORDER). A sum over
+/// buckets costs about the same per bucket and node for any order up to
+/// this, and a small tail spreads thin over the other schemes' buckets
+/// (`Assignment::new`, 9 terms), so buckets four times as wide take fewer
+/// sums; a large tail fills its buckets, and its per-token terms, which
+/// grow with the order, keep the narrow ones.
+const WIDE_BUCKET: f64 = 1.0 / 8.0;
+const WIDE_ORDER: usize = 14;
 
 /// The tokens of one side of a problem with drafts without replacement.
 pub(crate) struct WithoutReplacement<'a> {
@@ -357,13 +370,15 @@ enum Grid {
 }
 
 impl Grid {
-    /// Every how many nodes of the fine rule in c, and the step in ln t
-    /// for n drafts.
-    fn strides(self, n: usize) -> (usize, f64) {
+    /// The steps in ln c and in ln t for n drafts.
+    fn steps(self, n: usize) -> (f64, f64) {
         let fine = clock_step(n, FINE_CLOCKS).min(CLOCK_STEP);
         match self {
-            Grid::Fine => (1, fine),
-            Grid::Coarse => (2, (2.0 * fine).min(clock_step(n, COARSE_CLOCKS))),
+            Grid::Fine => (selection_step(FINE_SELECTION), fine),
+            Grid::Coarse => (
+                selection_step(COARSE_SELECTION),
+                (2.0 * fine).min(clock_step(n, COARSE_CLOCKS)),
+            ),
         }
     }
 }
@@ -371,6 +386,16 @@ impl Grid {
 /// The relative errors the fine and the coarse rule in t aim at.
 const FINE_CLOCKS: f64 = 1e-14;
 const COARSE_CLOCKS: f64 = 1e-6;
+/// The relative errors the fine and the coarse rule in c aim at.
+const FINE_SELECTION: f64 = 1e-15;
+const COARSE_SELECTION: f64 = 5e-10;
+
+/// The step in ln c for a relative error near `error`: the integrands in
+/// u = ln c are bounded in the strip |Im u| < π/2 (`docs/DESIGN.md` §6b),
+/// so the rule's error is about e^(-π² / h).
+fn selection_step(error: f64) -> f64 {
+    std::f64::consts::PI.powi(2) / -error.ln()
+}
 
 /// The step in ln t for n drafts that keeps the rule's relative error
 /// near `error` (the fine rule's at most `CLOCK_STEP`). In u = ln t the integrands are
@@ -522,7 +547,7 @@ impl<'a> WithoutReplacement<'a> {
 
     fn clocks(&self, grid: Grid) -> &Clocks {
         let index = (grid == Grid::Coarse) as usize;
-        self.clocks[index].get_or_init(|| self.clock_pass(grid.strides(self.n).1))
+        self.clocks[index].get_or_init(|| self.clock_pass(grid.steps(self.n).1))
     }
 
     /// Every token with its q and role, by ascending q.
@@ -704,15 +729,11 @@ impl<'a> WithoutReplacement<'a> {
         let (n, v) = (self.n, theta.len());
         let clocks = self.clocks(grid);
         let series = clock_series(n);
-        let stride = grid.strides(n).0;
-        let c: Vec<f64> = (nodes_from(at, n, LEFT_END_HEAD).into_iter())
-            .step_by(stride)
-            .collect();
-        let c_step = STEP * stride as f64;
+        let c_step = grid.steps(n).0;
+        let c = nodes_from(at, n, LEFT_END_HEAD, c_step);
         let left = left_end(c_step, LEFT_END_NODES);
         let tail_theta: Vec<f64> = clocks.tail.iter().map(|&y| theta[y]).collect();
-        let buckets = Assignment::new(&tail_theta, &mut Workspace::new());
-        let tail = TailBuckets::new(&buckets, clocks, self.q, n);
+        let tail = Tail::new(&tail_theta, clocks, self.q, n);
         let head_a: Vec<f64> = clocks.head.iter().map(|&y| theta[y].exp()).collect();
         let selectable = clocks.world - clocks.empty;
         let nodes_c: Vec<NodeSums> = (c.par_iter().enumerate())
@@ -752,7 +773,7 @@ impl<'a> WithoutReplacement<'a> {
                 sums.weight * (selectable * (-ck).exp_m1() + clocks.world - sums.transform);
         }
         let kernels: Vec<&[f64]> = nodes_c.iter().map(|s| s.kernel.as_slice()).collect();
-        let marginal = tail.marginal(&buckets, &c, &kernels, clocks, self.q, curvature);
+        let marginal = tail.marginal(&c, &kernels, clocks, self.q, curvature);
         for (&y, (x, d)) in clocks.tail.iter().zip(marginal) {
             r[y] = x;
             if curvature {
@@ -961,20 +982,62 @@ struct NodeSums {
     transform: f64,
 }
 
+/// The selectable tail in buckets of theta: the other schemes' narrow
+/// ones from `BUCKETED_FROM` tokens, else wide ones (`WIDE_BUCKET`).
+enum Tail {
+    Narrow(TailBuckets<ORDER>),
+    Wide(TailBuckets<WIDE_ORDER>),
+}
+
+impl Tail {
+    fn new(theta: &[f64], clocks: &Clocks, q: &[f64], n: usize) -> Self {
+        if theta.len() >= BUCKETED_FROM {
+            let tokens = Assignment::new(theta, &mut Workspace::new());
+            Tail::Narrow(TailBuckets::new(tokens, clocks, q, n))
+        } else {
+            let tokens = Assignment::with_width(theta, WIDE_BUCKET, &mut Workspace::new());
+            Tail::Wide(TailBuckets::new(tokens, clocks, q, n))
+        }
+    }
+
+    fn moments_at(&self, c: f64, silent: &[f64], n: usize) -> Vec<Series> {
+        match self {
+            Tail::Narrow(tail) => tail.moments_at(c, silent, n),
+            Tail::Wide(tail) => tail.moments_at(c, silent, n),
+        }
+    }
+
+    fn marginal(
+        &self,
+        c: &[f64],
+        kernels: &[&[f64]],
+        clocks: &Clocks,
+        q: &[f64],
+        curvature: bool,
+    ) -> Vec<(f64, f64)> {
+        match self {
+            Tail::Narrow(tail) => tail.marginal(c, kernels, clocks, q, curvature),
+            Tail::Wide(tail) => tail.marginal(c, kernels, clocks, q, curvature),
+        }
+    }
+}
+
 /// The selectable tail by buckets of theta: per occupied bucket, its
 /// centre a_b, the most extra series terms of its tokens and the moments
-/// Σ q^m (-δ)^i / i! (m <= n + extra, i < ORDER) of e^(-k a c) = e^(-x)
+/// Σ q^m (-δ)^i / i! (m <= n + extra, i < O) of e^(-k a c) = e^(-x)
 /// Σ_i x^i (-δ)^i / i!, x = k a_b c.
-struct TailBuckets {
+struct TailBuckets<const O: usize> {
+    tokens: Assignment,
     centre: Vec<f64>,
     extra: Vec<usize>,
-    moments: Vec<Vec<[f64; ORDER]>>,
+    moments: Vec<Vec<[f64; O]>>,
     /// Per slot of the assignment, its position among the occupied.
     index: Vec<usize>,
 }
 
-impl TailBuckets {
-    fn new(buckets: &Assignment, clocks: &Clocks, q: &[f64], n: usize) -> Self {
+impl<const O: usize> TailBuckets<O> {
+    fn new(tokens: Assignment, clocks: &Clocks, q: &[f64], n: usize) -> Self {
+        let buckets = &tokens;
         let occupied = buckets.occupied();
         let mut index = vec![usize::MAX; buckets.centre.len()];
         occupied.iter().enumerate().for_each(|(i, &s)| index[s] = i);
@@ -983,16 +1046,14 @@ impl TailBuckets {
             let b = index[buckets.slot[x] as usize];
             extra[b] = extra[b].max(d);
         }
-        let empty = || -> Vec<Vec<[f64; ORDER]>> {
-            (extra.iter())
-                .map(|&d| vec![[0.0; ORDER]; n + d + 1])
-                .collect()
+        let empty = || -> Vec<Vec<[f64; O]>> {
+            (extra.iter()).map(|&d| vec![[0.0; O]; n + d + 1]).collect()
         };
         let moments = (clocks.tail.par_iter().enumerate())
             .with_min_len(TOKENS_PER_TASK)
             .fold(empty, |mut moments, (x, &y)| {
                 let b = index[buckets.slot[x] as usize];
-                let offsets = series_in_offset(buckets.delta[x]);
+                let offsets = series_in_offset::<O>(buckets.delta[x]);
                 let mut power = 1.0;
                 for row in moments[b].iter_mut().take(n + clocks.extra[x] + 1) {
                     row.iter_mut()
@@ -1010,6 +1071,7 @@ impl TailBuckets {
             });
         let centre = occupied.iter().map(|&s| buckets.centre[s]).collect();
         Self {
+            tokens,
             centre,
             extra,
             moments,
@@ -1037,7 +1099,7 @@ impl TailBuckets {
                 // e^(-x) x^i once, for the row's polynomials in x: as
                 // dot products they are independent of each other, where
                 // Horner's rule would chain each one's multiplications.
-                let mut powers = [0.0; ORDER];
+                let mut powers = [0.0; O];
                 let mut power = decay_k;
                 for entry in &mut powers {
                     *entry = power;
@@ -1060,7 +1122,6 @@ impl TailBuckets {
     /// depend on theta_y).
     fn marginal(
         &self,
-        buckets: &Assignment,
         c: &[f64],
         kernels: &[&[f64]],
         clocks: &Clocks,
@@ -1072,10 +1133,10 @@ impl TailBuckets {
         let sets = 1 + curvature as usize;
         // Per bucket, [set][j][e][i]: Σ_k κ_(j,e)(c_k) c_k^set e^(-x) x^i
         // (-1)^i / i!, x = (j + 1) a_b c_k.
-        let tables: Vec<Vec<[f64; ORDER]>> = (0..self.centre.len())
+        let tables: Vec<Vec<[f64; O]>> = (0..self.centre.len())
             .into_par_iter()
             .map(|b| {
-                let mut table = vec![[0.0; ORDER]; sets * n * width];
+                let mut table = vec![[0.0; O]; sets * n * width];
                 // e^(-a_b c_k) per node, whose (j + 1)-th powers every row
                 // takes: one exponential a node, not one a row.
                 let decays: Vec<f64> = (c.iter())
@@ -1091,7 +1152,7 @@ impl TailBuckets {
                         if x > NEGLIGIBLE {
                             break;
                         }
-                        let mut powers = [0.0; ORDER];
+                        let mut powers = [0.0; O];
                         let mut p = (0..=j).fold(1.0, |e, _| e * decay);
                         for entry in powers.iter_mut() {
                             *entry = p;
@@ -1121,23 +1182,34 @@ impl TailBuckets {
             .collect();
         (clocks.tail.par_iter().enumerate())
             .map(|(x, &y)| {
-                let b = self.index[buckets.slot[x] as usize];
-                let delta = buckets.delta[x];
+                let b = self.index[self.tokens.slot[x] as usize];
+                let delta = self.tokens.delta[x];
+                let mut delta_powers = [1.0; O];
+                for i in 1..O {
+                    delta_powers[i] = delta_powers[i - 1] * delta;
+                }
+                // Per (set, j), the rows' polynomials in δ summed with
+                // their powers of q first (O sums side by side), then one
+                // polynomial: a row's own by Horner's rule would chain
+                // each multiplication on the last.
                 let sum = |set: usize| {
                     let mut sum = 0.0;
                     for j in 0..n {
                         let mut power = q[y].powi(j as i32 + 1);
-                        let mut part = 0.0;
-                        for e in 0..=clocks.extra[x] {
-                            let row = &tables[b][(set * n + j) * width + e];
-                            part += power * row.iter().rev().fold(0.0, |acc, t| acc * delta + t);
+                        let mut combined = [0.0; O];
+                        let rows = &tables[b][(set * n + j) * width..];
+                        for row in &rows[..=clocks.extra[x]] {
+                            (combined.iter_mut().zip(row)).for_each(|(c, r)| *c += power * r);
                             power *= q[y];
                         }
+                        let part: f64 = (combined.iter().zip(&delta_powers))
+                            .map(|(c, d)| c * d)
+                            .sum();
                         sum += if j % 2 == 0 { part } else { -part };
                     }
                     sum
                 };
-                let a = buckets.weight(x);
+                let a = self.tokens.weight(x);
                 let r = a * sum(0);
                 (r, if curvature { r - a * a * sum(1) } else { 0.0 })
             })
@@ -1145,10 +1217,10 @@ impl TailBuckets {
     }
 }
 
-/// (-δ)^i / i! for i < ORDER.
-fn series_in_offset(delta: f64) -> [f64; ORDER] {
-    let mut terms = [1.0; ORDER];
-    for i in 1..ORDER {
+/// (-δ)^i / i! for i < O.
+fn series_in_offset<const O: usize>(delta: f64) -> [f64; O] {
+    let mut terms = [1.0; O];
+    for i in 1..O {
         terms[i] = terms[i - 1] * -delta / i as f64;
     }
     terms

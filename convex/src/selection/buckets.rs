@@ -55,16 +55,23 @@ impl Decays {
 
 impl Assignment {
     pub fn new(theta: &[f64], workspace: &mut Workspace) -> Self {
-        // floor(t / BUCKET) by truncation of a positive number (|theta| <=
-        // THETA_LIMIT < OFFSET BUCKET): `f64::floor` is a libm call on
+        Self::with_width(theta, BUCKET, workspace)
+    }
+
+    /// The assignment to buckets of width `width` in theta (`new`'s are
+    /// `BUCKET` wide): |δ| <= e^(width / 2) - 1, which sets the Taylor
+    /// terms a sum over the buckets needs.
+    pub fn with_width(theta: &[f64], width: f64, workspace: &mut Workspace) -> Self {
+        // floor(t / width) by truncation of a positive number (|theta| <=
+        // THETA_LIMIT < OFFSET width): `f64::floor` is a libm call on
         // baseline x86-64, one per token.
         const OFFSET: f64 = 4096.0;
-        let number = |t: f64| (t / BUCKET + OFFSET) as i64 - OFFSET as i64;
+        let number = |t: f64| (t / width + OFFSET) as i64 - OFFSET as i64;
         let (first, last) = theta.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &t| {
             (lo.min(number(t)), hi.max(number(t)))
         });
         let slots = (last - first + 1).max(0) as usize;
-        let centre_theta = |slot: usize| (first + slot as i64) as f64 * BUCKET + 0.5 * BUCKET;
+        let centre_theta = |slot: usize| (first + slot as i64) as f64 * width + 0.5 * width;
         let v = theta.len();
         let (mut slot, mut delta) = (vec![0u32; v], workspace.filled(v, 0.0));
         slot.par_chunks_mut(TOKENS_PER_TASK)

@@ -36,19 +36,7 @@ pub(crate) struct Nodes {
 /// factor n / 16 (3 log2(n / 16) nodes more), so that the left end stays
 /// in the integrands' linear regime.
 pub(crate) fn nodes(theta: &[f64], n: usize) -> Vec<f64> {
-    nodes_from(theta, n, HEAD)
-}
-
-/// `nodes` from c_lo = `head` / max a (and the same factor past 16
-/// drafts): a rule whose first nodes take a left end of higher order
-/// (`left_end`) may start higher.
-pub(crate) fn nodes_from(theta: &[f64], n: usize, head: f64) -> Vec<f64> {
-    let (lo, hi) = theta
-        .iter()
-        .fold((0.0f64, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
-    let (lo, hi) = (lo.exp(), hi.exp());
-    let c_lo = head / hi / (n as f64 / 16.0).max(1.0);
-    let count = ((HORIZON / lo / c_lo).ln() / STEP).ceil() as usize + 1;
+    let (c_lo, count) = span(theta, n, HEAD, STEP);
     let mut c: Vec<f64> = (0..3.min(count))
         .map(|k| c_lo * (k as f64 * STEP).exp())
         .collect();
@@ -56,6 +44,28 @@ pub(crate) fn nodes_from(theta: &[f64], n: usize, head: f64) -> Vec<f64> {
         c.push(2.0 * c[k - 3]);
     }
     c
+}
+
+/// `nodes`' span for n drafts from c_lo = `head` / max a: (c_lo, the
+/// number of nodes of step `step` that reach c_hi).
+fn span(theta: &[f64], n: usize, head: f64, step: f64) -> (f64, usize) {
+    let (lo, hi) = theta
+        .iter()
+        .fold((0.0f64, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+    let (lo, hi) = (lo.exp(), hi.exp());
+    let c_lo = head / hi / (n as f64 / 16.0).max(1.0);
+    let count = ((HORIZON / lo / c_lo).ln() / step).ceil() as usize + 1;
+    (c_lo, count)
+}
+
+/// `nodes` from c_lo = `head` / max a (and the same factor past 16
+/// drafts), of step `step` in ln c, each node its own exponential (no
+/// doubling): a rule whose first nodes take a left end of higher order
+/// (`left_end`) may start higher, and one whose integrands need no
+/// squaring chains may take the step its accuracy allows.
+pub(crate) fn nodes_from(theta: &[f64], n: usize, head: f64, step: f64) -> Vec<f64> {
+    let (c_lo, count) = span(theta, n, head, step);
+    (0..count).map(|k| c_lo * (k as f64 * step).exp()).collect()
 }
 
 /// `Σ_{k>=1} f(u_lo - k h)` for f ∝ e^u left of the first node, in units of
