@@ -116,6 +116,20 @@ const CLOCK_NEGLIGIBLE: f64 = 1e-18;
 /// sums; a large tail fills its buckets, and its per-token terms, which
 /// grow with the order, keep the narrow ones.
 const WIDE_BUCKET: f64 = 1.0 / 8.0;
+/// A bucket whose x = k a_b c is at most LEFT_REACH at a node in c joins
+/// the tail's moments there through power series in x shared by every
+/// such bucket (`left_sums`): Σ_y q^m e^(-k a_y c) = Σ_p (-k c a)^p / p!
+/// Σ_y q^m (a_y / a)^p for any a with every k a_y c <= LEFT_REACH (1 +
+/// |δ|) < 0.54 (|δ| below e^(1/16) - 1), cut after LEFT_TERMS terms with a
+/// remainder below 0.54^16 / 16! < 2e-18 of Σ q^m, against a value of at
+/// least e^(-0.54) of it, in sums whose terms exceed the value by at most
+/// e^1.08. Most of a bucket's nodes in c lie there (from 1e-5 / a_max to
+/// LEFT_REACH / a_b), so its nodes past them (to NEGLIGIBLE / a_b, ln(120)
+/// / h of them) are the only ones it costs on its own.
+const LEFT_REACH: f64 = 0.5;
+const LEFT_TERMS: usize = 16;
+/// The power series of the left part: index p for x^p.
+type LeftSeries = [f64; LEFT_TERMS];
 const WIDE_ORDER: usize = 14;
 
 /// The tokens of one side of a problem with drafts without replacement.
@@ -442,13 +456,12 @@ struct Clocks {
     extra: Vec<usize>,
     /// Per node: how many head tokens are exact factors there (n q t above
     /// `tail_reach`, a prefix of the head; the others join the tail's
-    /// series there), s, u and ε = e^(q t) - 1 of the head tokens (rows of
+    /// series there), s and u of the head tokens (rows of
     /// `head.len()`), the exact silent and excluded tokens' `(U, M)`, and
     /// the survival e^(-t q) of the tail and the head tokens in it.
     exact: Vec<usize>,
     survival: Vec<f64>,
     arrived: Vec<f64>,
-    odds: Vec<f64>,
     background: Vec<(Vec<f64>, Vec<f64>)>,
     tail_survival: Vec<f64>,
     /// Σ q^m over the silent tail, m <= n + EXTRA_TERMS.
@@ -666,9 +679,6 @@ impl<'a> WithoutReplacement<'a> {
             .iter()
             .flat_map(|&t| head.iter().map(move |&y| clock(self.q[y], t)))
             .unzip();
-        let odds = (t.iter())
-            .flat_map(|&t| head.iter().map(move |&y| (self.q[y] * t).exp_m1()))
-            .collect();
         let tail_mass: f64 = (tail.iter().map(|&y| self.q[y]))
             .chain(
                 self.silent
@@ -714,7 +724,6 @@ impl<'a> WithoutReplacement<'a> {
             exact: exact_at,
             survival,
             arrived,
-            odds,
             background,
             tail_survival,
             silent_moments,
@@ -823,7 +832,7 @@ impl<'a> WithoutReplacement<'a> {
         let mut sums = NodeSums {
             weight,
             head: vec![0.0; h],
-            kernel: vec![0.0; n * (EXTRA_TERMS + 1)],
+            kernel: Vec::new(),
             transform: 0.0,
         };
         let (mut power, mut marked) = (P::zeros(n), P::zeros(n));
@@ -836,10 +845,25 @@ impl<'a> WithoutReplacement<'a> {
         // t falls below `tail_reach`), its terms q^(k+e) z^k added.
         let mut moments = moments;
         let mut joined = h;
+        // The tail's kernels (without the node's measure in c) summed over
+        // the nodes since the last head token joined the series (a
+        // segment), and the segments before: a head token in the series
+        // from node i on takes its terms of r from the kernels of the
+        // segments from i, as a tail token takes them from all of them,
+        // where it would cost a term at every pair of nodes.
+        let width = EXTRA_TERMS + 1;
+        let mut segment = vec![0.0; n * width];
+        let mut segments: Vec<Vec<f64>> = Vec::new();
+        // Per head token, the segment from which it is in the series.
+        let mut first_segment = vec![None; h];
         // The head tokens' q in their order, read at every pair of nodes.
         let head_q: Vec<f64> = clocks.head.iter().map(|&y| self.q[y]).collect();
         for i in (0..clocks.t.len()).rev() {
             let (t, wt, exact) = (clocks.t[i], clocks.weight[i], clocks.exact[i]);
+            if exact < joined {
+                segments.push(std::mem::replace(&mut segment, vec![0.0; n * width]));
+                first_segment[exact..joined].fill(Some(segments.len()));
+            }
             for x in exact..joined {
                 let (q, z) = (head_q[x], z[x]);
                 let mut zk = 1.0;
@@ -877,7 +901,6 @@ impl<'a> WithoutReplacement<'a> {
             );
             let s = &clocks.survival[i * h..(i + 1) * h];
             let arrived = &clocks.arrived[i * h..(i + 1) * h];
-            let odds = &clocks.odds[i * h..(i + 1) * h];
             let q = |x: usize| head_q[x];
             // Exact token x's factors at this pair of nodes.
             let factors = |x: usize| (s[x], arrived[x] * z[x], q(x) * s[x] * z[x]);
@@ -898,9 +921,9 @@ impl<'a> WithoutReplacement<'a> {
             // The tail's kernels, on every token's U and M at this pair.
             // Each entry's power of t from the node's powers, not a
             // running product (a chain of multiplications).
-            let mut measure = kernel_measure * wt;
+            let mut measure = wt;
             for j in 0..n {
-                let row = &mut sums.kernel[j * (EXTRA_TERMS + 1)..(j + 1) * (EXTRA_TERMS + 1)];
+                let row = &mut segment[j * width..(j + 1) * width];
                 for (e, entry) in row.iter_mut().enumerate() {
                     let mut term = (j + 1) as f64 * series[j][e] * whole_u[n - 1 - j];
                     if j + 2 <= n {
@@ -909,22 +932,6 @@ impl<'a> WithoutReplacement<'a> {
                     *entry += measure * t_powers[e] * term;
                 }
                 measure *= t;
-            }
-            // The head tokens in the tail's series here leave by its
-            // division, Σ_j (-1)^j z^j ((j + 1) q ε^j U_(n-1-j) + ε^(j+1)
-            // M_(n-2-j)), with ε exact.
-            for x in exact..h {
-                let (zx, epsilon, qx) = (z[x], odds[x], q(x));
-                let (mut sign_power, mut integrand) = (1.0, 0.0);
-                for j in 0..n {
-                    let mut term = (j + 1) as f64 * qx * whole_u[n - 1 - j];
-                    if j + 2 <= n {
-                        term += epsilon * whole_m[n - 2 - j];
-                    }
-                    integrand += sign_power * term;
-                    sign_power *= -zx * epsilon;
-                }
-                sums.head[x] += head_measure[x] * wt * integrand;
             }
             // Suffix polynomials from the last exact token back; leaving x
             // out needs two coefficients of prefix x suffix.
@@ -947,6 +954,33 @@ impl<'a> WithoutReplacement<'a> {
                 absorb(u, m, s, b, marked);
             }
         }
+        segments.push(segment);
+        // From the segment of the least t up, each segment's kernels with
+        // those of the segments after it: sums of terms of one sign.
+        for k in (1..segments.len()).rev() {
+            let (before, after) = segments.split_at_mut(k);
+            (before[k - 1].iter_mut().zip(&after[0])).for_each(|(a, b)| *a += b);
+        }
+        // A head token in the series leaves it by its division: Σ_j (-z)^j
+        // Σ_e q^(j+1+e) κ_(j,e) over its segments, as a tail token's
+        // (`TailBuckets::marginal`).
+        for (x, first) in first_segment.iter().enumerate() {
+            let Some(first) = *first else { continue };
+            let (q, z) = (head_q[x], z[x]);
+            let (mut sign_power, mut integrand) = (1.0, 0.0);
+            for (j, row) in segments[first].chunks(width).enumerate() {
+                let mut power = q.powi(j as i32 + 1);
+                let mut part = 0.0;
+                for entry in row {
+                    part += power * entry;
+                    power *= q;
+                }
+                integrand += sign_power * part;
+                sign_power *= -z;
+            }
+            sums.head[x] += head_measure[x] * integrand;
+        }
+        sums.kernel = segments[0].iter().map(|k| kernel_measure * k).collect();
         sums
     }
 }
@@ -1028,6 +1062,10 @@ impl Tail {
 /// Σ_i x^i (-δ)^i / i!, x = k a_b c.
 struct TailBuckets<const O: usize> {
     tokens: Assignment,
+    /// Per occupied bucket b (ascending a_b) and row m <= n +
+    /// EXTRA_TERMS, the left part's sums over the buckets up to b
+    /// (`left_sums`).
+    left: Vec<Vec<LeftSeries>>,
     centre: Vec<f64>,
     extra: Vec<usize>,
     moments: Vec<Vec<[f64; O]>>,
@@ -1069,9 +1107,11 @@ impl<const O: usize> TailBuckets<O> {
                 }
                 sums
             });
-        let centre = occupied.iter().map(|&s| buckets.centre[s]).collect();
+        let centre: Vec<f64> = occupied.iter().map(|&s| buckets.centre[s]).collect();
+        let left = left_sums(&centre, &moments, n);
         Self {
             tokens,
+            left,
             centre,
             extra,
             moments,
@@ -1085,6 +1125,28 @@ impl<const O: usize> TailBuckets<O> {
         let mut table: Vec<Series> = (0..=n)
             .map(|k| std::array::from_fn(|e| silent[k + e]))
             .collect();
+        // Per row k, the buckets before `first[k]` (k a_b c <= LEFT_REACH)
+        // join through the left part's sums at the last of them.
+        let mut first = vec![0; n + 1];
+        for (k, row) in table.iter_mut().enumerate().skip(1) {
+            let reach = LEFT_REACH / (k as f64 * c);
+            first[k] = self.centre.partition_point(|&a| a <= reach);
+            let Some(last) = first[k].checked_sub(1) else {
+                continue;
+            };
+            let x = k as f64 * c * self.centre[last];
+            let mut powers = [0.0; LEFT_TERMS];
+            let mut power = 1.0;
+            for (p, entry) in powers.iter_mut().enumerate() {
+                *entry = power;
+                power *= -x / (p + 1) as f64;
+            }
+            for (e, entry) in row.iter_mut().enumerate() {
+                *entry += (self.left[last][k + e].iter().zip(&powers))
+                    .map(|(m, p)| m * p)
+                    .sum::<f64>();
+            }
+        }
         for (b, moments) in self.moments.iter().enumerate() {
             // e^(-k a_b c) as the k-th power of e^(-a_b c): one exponential
             // a bucket, not one a row.
@@ -1096,6 +1158,9 @@ impl<const O: usize> TailBuckets<O> {
                     break;
                 }
                 decay_k *= decay;
+                if b < first[k] {
+                    continue;
+                }
                 // e^(-x) x^i once, for the row's polynomials in x: as
                 // dot products they are independent of each other, where
                 // Horner's rule would chain each one's multiplications.
@@ -1215,6 +1280,57 @@ impl<const O: usize> TailBuckets<O> {
             })
             .collect()
     }
+}
+
+/// The left part's sums (`LEFT_REACH`) per bucket b, ascending in a_b:
+/// Σ_(b' <= b) (a_b' / a_b)^p S_b'(m, p), S_b(m, p) = Σ_(y in b) q^m (1 +
+/// δ_y)^p = Σ_i (-1)^i p! / (p - i)! moments_b(m, i) from the bucket's
+/// moments Σ q^m (-δ)^i / i!; the terms i >= O that those leave out are
+/// below (p |δ|)^O / O! of S_b, times at most 0.54^p / p! in the series.
+fn left_sums<const O: usize>(
+    centre: &[f64],
+    moments: &[Vec<[f64; O]>],
+    n: usize,
+) -> Vec<Vec<LeftSeries>> {
+    let rows = n + EXTRA_TERMS + 1;
+    // Column i: (-1)^i p! / (p - i)! for each p (zero below i).
+    let coefficients: Vec<LeftSeries> = (0..O)
+        .map(|i| {
+            std::array::from_fn(|p| {
+                let falling: f64 = (p + 1 - i.min(p + 1)..=p).map(|f| f as f64).product();
+                if i > p {
+                    0.0
+                } else if i % 2 == 0 {
+                    falling
+                } else {
+                    -falling
+                }
+            })
+        })
+        .collect();
+    let mut left: Vec<Vec<LeftSeries>> = Vec::with_capacity(centre.len());
+    for (b, bucket) in moments.iter().enumerate() {
+        let mut sums = match b.checked_sub(1) {
+            Some(before) => {
+                let ratio = centre[before] / centre[b];
+                let mut scale = [1.0; LEFT_TERMS];
+                for p in 1..LEFT_TERMS {
+                    scale[p] = scale[p - 1] * ratio;
+                }
+                (left[before].iter())
+                    .map(|row| std::array::from_fn(|p| scale[p] * row[p]))
+                    .collect()
+            }
+            None => vec![[0.0; LEFT_TERMS]; rows],
+        };
+        for (sum, m) in sums.iter_mut().zip(bucket) {
+            for (moment, column) in m.iter().zip(&coefficients) {
+                (sum.iter_mut().zip(column)).for_each(|(s, c)| *s += c * moment);
+            }
+        }
+        left.push(sums);
+    }
+    left
 }
 
 /// (-δ)^i / i! for i < O.
