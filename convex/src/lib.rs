@@ -319,9 +319,13 @@ impl ConvexSolver {
         let drafts = problem.drafts();
         let other = match drafts.kind() {
             SchemeKind::Independent => Some(self.solve_independent(problem, workspace)),
-            SchemeKind::WithoutReplacement => {
-                Some(self.solve_without_replacement(problem, workspace))
-            }
+            // Every evaluation of drafts without replacement makes parallel
+            // calls, whatever the support's size: the whole solve goes to
+            // the pool once, where each call from outside it would wake a
+            // worker and wait for it.
+            SchemeKind::WithoutReplacement => Some(rayon::scope(|_| {
+                self.solve_without_replacement(problem, workspace)
+            })),
             _ => None,
         };
         if let Some(solution) = other {

@@ -734,7 +734,14 @@ impl<'a> WithoutReplacement<'a> {
     /// of the point `at` (theta itself, or the point of a Newton direction
     /// whose differences share them), and when `curvature` the Hessian's
     /// diagonal (else empty).
-    fn integrals(&self, theta: &[f64], at: &[f64], grid: Grid, curvature: bool) -> Integrals {
+    fn integrals(
+        &self,
+        theta: &[f64],
+        at: &[f64],
+        grid: Grid,
+        curvature: bool,
+        only: Option<&[bool]>,
+    ) -> Integrals {
         let (n, v) = (self.n, theta.len());
         let clocks = self.clocks(grid);
         let series = clock_series(n);
@@ -782,7 +789,7 @@ impl<'a> WithoutReplacement<'a> {
                 sums.weight * (selectable * (-ck).exp_m1() + clocks.world - sums.transform);
         }
         let kernels: Vec<&[f64]> = nodes_c.iter().map(|s| s.kernel.as_slice()).collect();
-        let marginal = tail.marginal(&c, &kernels, clocks, self.q, curvature);
+        let marginal = tail.marginal(&c, &kernels, clocks, self.q, curvature, only);
         for (&y, (x, d)) in clocks.tail.iter().zip(marginal) {
             r[y] = x;
             if curvature {
@@ -1048,10 +1055,11 @@ impl Tail {
         clocks: &Clocks,
         q: &[f64],
         curvature: bool,
+        only: Option<&[bool]>,
     ) -> Vec<(f64, f64)> {
         match self {
-            Tail::Narrow(tail) => tail.marginal(c, kernels, clocks, q, curvature),
-            Tail::Wide(tail) => tail.marginal(c, kernels, clocks, q, curvature),
+            Tail::Narrow(tail) => tail.marginal(c, kernels, clocks, q, curvature, only),
+            Tail::Wide(tail) => tail.marginal(c, kernels, clocks, q, curvature, only),
         }
     }
 }
@@ -1192,16 +1200,27 @@ impl<const O: usize> TailBuckets<O> {
         clocks: &Clocks,
         q: &[f64],
         curvature: bool,
+        only: Option<&[bool]>,
     ) -> Vec<(f64, f64)> {
         let width = EXTRA_TERMS + 1;
         let n = kernels.first().map_or(0, |k| k.len() / width);
         let sets = 1 + curvature as usize;
+        let wanted = |y: usize| only.is_none_or(|only| only[y]);
+        let mut occupied = vec![false; self.centre.len()];
+        for (x, &y) in clocks.tail.iter().enumerate() {
+            if wanted(y) {
+                occupied[self.index[self.tokens.slot[x] as usize]] = true;
+            }
+        }
         // Per bucket, [set][j][e][i]: Σ_k κ_(j,e)(c_k) c_k^set e^(-x) x^i
         // (-1)^i / i!, x = (j + 1) a_b c_k.
         let tables: Vec<Vec<[f64; O]>> = (0..self.centre.len())
             .into_par_iter()
             .map(|b| {
                 let mut table = vec![[0.0; O]; sets * n * width];
+                if !occupied[b] {
+                    return table;
+                }
                 // e^(-a_b c_k) per node, whose (j + 1)-th powers every row
                 // takes: one exponential a node, not one a row.
                 let decays: Vec<f64> = (c.iter())
@@ -1247,6 +1266,9 @@ impl<const O: usize> TailBuckets<O> {
             .collect();
         (clocks.tail.par_iter().enumerate())
             .map(|(x, &y)| {
+                if !wanted(y) {
+                    return (0.0, 0.0);
+                }
                 let b = self.index[self.tokens.slot[x] as usize];
                 let delta = self.tokens.delta[x];
                 let mut delta_powers = [1.0; O];
@@ -1352,7 +1374,7 @@ impl Potential for WithoutReplacement<'_> {
             marginal,
             potential,
             diagonal,
-        } = self.integrals(theta, theta, Grid::Fine, true);
+        } = self.integrals(theta, theta, Grid::Fine, true, None);
         Evaluation {
             potential,
             marginal,
@@ -1373,7 +1395,13 @@ impl Potential for WithoutReplacement<'_> {
         enough: f64,
         _workspace: &mut Workspace,
     ) -> Vec<f64> {
-        let base = self.integrals(theta, theta, Grid::Coarse, false).marginal;
+        // r on the free tokens alone: conjugate gradients read the
+        // products there.
+        let free: Vec<bool> = held.iter().map(|&held| !held).collect();
+        let r = |point: &[f64]| {
+            (self.integrals(point, theta, Grid::Coarse, false, Some(&free))).marginal
+        };
+        let base = r(theta);
         let product = |v: &[f64]| {
             let size = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
             if size == 0.0 {
@@ -1381,7 +1409,7 @@ impl Potential for WithoutReplacement<'_> {
             }
             let h = DIFFERENCE / size;
             let point: Vec<f64> = theta.iter().zip(v).map(|(t, v)| t + h * v).collect();
-            let moved = self.integrals(&point, theta, Grid::Coarse, false).marginal;
+            let moved = r(&point);
             moved.iter().zip(&base).map(|(a, b)| (a - b) / h).collect()
         };
         newton_by_conjugate_gradients(product, &at.hessian.1, &at.marginal, gradient, held, enough)
@@ -1519,7 +1547,7 @@ mod tests {
                 marginal: r,
                 potential: value,
                 ..
-            } = potential.integrals(theta, theta, Grid::Fine, false);
+            } = potential.integrals(theta, theta, Grid::Fine, false, None);
             let (want_r, want_value, want_inclusion) = enumerated(q, silent, excluded, n, theta);
             for (got, want) in r.iter().zip(&want_r) {
                 assert!((got - want).abs() < 1e-12, "n = {n}: r {got} vs {want}");
@@ -1580,8 +1608,8 @@ mod tests {
                         marginal: r,
                         potential: value,
                         diagonal,
-                    } = series.integrals(&theta, &theta, grid, true);
-                    let want = exact.integrals(&theta, &theta, grid, true);
+                    } = series.integrals(&theta, &theta, grid, true, None);
+                    let want = exact.integrals(&theta, &theta, grid, true, None);
                     let (want_r, want_value) = (want.marginal, want.potential);
                     for (y, (got, want)) in diagonal.iter().zip(&want.diagonal).enumerate() {
                         assert!(
@@ -1625,7 +1653,7 @@ mod tests {
             let mass = potential.selected_mass();
             assert!((mass - 1.0).abs() < 1e-13, "n = {n}: P(S > 0) = {mass}");
             let r = potential
-                .integrals(&theta, &theta, Grid::Fine, false)
+                .integrals(&theta, &theta, Grid::Fine, false, None)
                 .marginal;
             let sum: f64 = r.iter().sum();
             assert!((sum - 1.0).abs() < 1e-13, "n = {n}: r sums to {sum}");
@@ -1643,14 +1671,14 @@ mod tests {
             let potential = WithoutReplacement::new(&q, &silent, &[], n);
             assert!(!potential.clocks(Grid::Fine).tail.is_empty());
             assert!(!potential.clocks(Grid::Fine).head.is_empty());
-            let at = potential.integrals(&theta, &theta, Grid::Fine, true);
+            let at = potential.integrals(&theta, &theta, Grid::Fine, true, None);
             let h = 1e-5;
             for y in 0..q.len() {
                 let r_at = |shift: f64| {
                     let mut moved = theta.clone();
                     moved[y] += shift;
                     potential
-                        .integrals(&moved, &theta, Grid::Fine, false)
+                        .integrals(&moved, &theta, Grid::Fine, false, None)
                         .marginal[y]
                 };
                 let difference = (r_at(h) - r_at(-h)) / (2.0 * h);
