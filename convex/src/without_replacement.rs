@@ -43,13 +43,18 @@
 //! tokens whose clocks may ring by that node are exact factors there.
 //!
 //! The tail's sums Σ q^m e^(-k a c) and the per-token integrals of the
-//! kernels go through the buckets of theta of the other schemes: an
-//! evaluation costs O(V n d) series terms (d the terms a token's series
-//! needs) plus O(exact n² + head n) per pair of nodes, not O(V n²) per pair (the
-//! nodes in c in parallel; the nodes in t whose share of P(world) is
-//! negligible left out, `CLOCK_NEGLIGIBLE`). The Newton direction comes
-//! from conjugate gradients on differences of r on a coarser grid
-//! (`Grid::Coarse`), preconditioned by the Hessian's exact diagonal.
+//! kernels go through buckets of theta (the other schemes' from
+//! `BUCKETED_FROM` tokens, wider below, `WIDE_BUCKET`; at the nodes where
+//! a bucket's k a c is small, power series that all such buckets share,
+//! `LEFT_REACH`); a head token in the series takes its terms from the
+//! kernels summed over the nodes in t where it is in it. An evaluation
+//! costs O(V n d) series terms (d the terms a token's series needs) plus
+//! O(exact n² + n d) per pair of nodes, not O(V n²) per pair (the nodes in
+//! c in parallel; the nodes in t whose share of P(world) is negligible
+//! left out, `CLOCK_NEGLIGIBLE`). The Newton direction comes from
+//! conjugate gradients on differences of r on a coarser grid
+//! (`Grid::Coarse`), on the free tokens alone, preconditioned by the
+//! Hessian's exact diagonal.
 
 use std::sync::OnceLock;
 
@@ -64,7 +69,7 @@ use crate::thresholds::{BUCKETED_FROM, TOKENS_PER_TASK};
 /// its infinite left end from its first LEFT_END_NODES nodes (`left_end`):
 /// the integrands there are c g(c) with g analytic on the scale 1 / (n
 /// a_max), so the left end's error is about (n a c)^4 at the fourth node
-/// (c = 3.2 LEFT_END_HEAD / a_max on the coarse grid) times the left end's
+/// (c = 4 LEFT_END_HEAD / a_max on the coarse grid) times the left end's
 /// share of the integral, n a c_lo: below 1e-17 for n <= 16 (the start
 /// moves down by n / 16 past that), the error of a first-order left end
 /// from 1e-9, which takes 40 more nodes of the fine rule. Each node costs
@@ -116,6 +121,7 @@ const CLOCK_NEGLIGIBLE: f64 = 1e-18;
 /// sums; a large tail fills its buckets, and its per-token terms, which
 /// grow with the order, keep the narrow ones.
 const WIDE_BUCKET: f64 = 1.0 / 8.0;
+const WIDE_ORDER: usize = 14;
 /// A bucket whose x = k a_b c is at most LEFT_REACH at a node in c joins
 /// the tail's moments there through power series in x shared by every
 /// such bucket (`left_sums`): Σ_y q^m e^(-k a_y c) = Σ_p (-k c a)^p / p!
@@ -130,7 +136,6 @@ const LEFT_REACH: f64 = 0.5;
 const LEFT_TERMS: usize = 16;
 /// The power series of the left part: index p for x^p.
 type LeftSeries = [f64; LEFT_TERMS];
-const WIDE_ORDER: usize = 14;
 
 /// The tokens of one side of a problem with drafts without replacement.
 pub(crate) struct WithoutReplacement<'a> {
@@ -368,15 +373,15 @@ fn tail_polynomials(power: &[f64], marked: &[f64], survival: f64, u: &mut [f64],
     u.iter_mut().for_each(|x| *x *= survival);
 }
 
-/// The quadrature of an evaluation: the fine one of r and the potential,
+/// The quadrature of an evaluation: the fine one of r and the potential
+/// (relative error 1e-15 in c, `FINE_SELECTION`, and about 1e-14 in t),
 /// or a coarse one for the differences of r that stand for Hessian-vector
-/// products, every other node in c (step 2 ln 2 / 3: relative error
-/// about e^(-π² / 0.46), 5e-10) and a longer step in t (`clock_step`,
-/// relative error about 1e-6). The Hessian's accuracy costs Newton's
-/// rate, never exactness: the line search and the stop rule use the fine
-/// r. Every third node in c (step ln 2, 7e-7) is too coarse: on one of
-/// the shared rows (row 33, top 100, n = 2, alpha* = 0.99988) the inner
-/// program then stalls short of its tolerance.
+/// products (5e-10 in c, `COARSE_SELECTION`, and about 1e-6 in t,
+/// `clock_step`). The Hessian's accuracy costs Newton's rate, never
+/// exactness: the line search and the stop rule use the fine r. A step in
+/// c of ln 2 (7e-7) is too coarse: on one of the shared rows (row 33, top
+/// 100, n = 2, alpha* = 0.99988) the inner program then stalls short of
+/// its tolerance.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Grid {
     Fine,

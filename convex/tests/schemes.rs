@@ -116,13 +116,15 @@ fn real_rows_at_two_temperatures() {
 }
 
 /// Drafts without replacement on the repository's real rows, the draft at
-/// its top 10 tokens (the double integral makes larger k slow): the
-/// acceptance is within the tolerance of alpha*.
+/// its top 10 and 1000 tokens (the tail in wide buckets) and whole (in the
+/// other schemes' buckets): the acceptance is within the tolerance of
+/// alpha*.
 #[test]
 fn real_rows_without_replacement() {
     use mdsd_core::DraftScheme;
     let solver = ConvexSolver::default();
-    for (k, n) in [(10, 2), (10, 4)] {
+    let whole = mdsd_benches::real_rows()[0].1.probs().len();
+    for (k, n) in [(10, 2), (10, 4), (1000, 4), (whole, 2)] {
         for (r, (p, q)) in mdsd_benches::real_rows().iter().enumerate() {
             let drafts = DraftScheme::without_replacement(q.top_k(k).unwrap(), n).unwrap();
             let problem = Problem::new(p.clone(), drafts).unwrap();
