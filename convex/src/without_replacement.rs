@@ -865,15 +865,18 @@ impl<'a> WithoutReplacement<'a> {
         // where it would cost a term at every pair of nodes.
         let width = EXTRA_TERMS + 1;
         let mut segment = vec![0.0; n * width];
-        let mut segments: Vec<Vec<f64>> = Vec::new();
-        // Per head token, the segment from which it is in the series.
+        // The segments one after another, `n * width` numbers each.
+        let mut segments: Vec<f64> = Vec::new();
+        // Per head token, where in `segments` the segment from which it is
+        // in the series starts.
         let mut first_segment = vec![None; h];
         // The head tokens' q in their order, read at every pair of nodes.
         let head_q: Vec<f64> = clocks.head.iter().map(|&y| self.q[y]).collect();
         for i in (0..clocks.t.len()).rev() {
             let (t, wt, exact) = (clocks.t[i], clocks.weight[i], clocks.exact[i]);
             if exact < joined {
-                segments.push(std::mem::replace(&mut segment, vec![0.0; n * width]));
+                segments.extend_from_slice(&segment);
+                segment.fill(0.0);
                 first_segment[exact..joined].fill(Some(segments.len()));
             }
             for x in exact..joined {
@@ -966,12 +969,13 @@ impl<'a> WithoutReplacement<'a> {
                 absorb(u, m, s, b, marked);
             }
         }
-        segments.push(segment);
+        segments.extend_from_slice(&segment);
         // From the segment of the least t up, each segment's kernels with
         // those of the segments after it: sums of terms of one sign.
-        for k in (1..segments.len()).rev() {
+        let size = n * width;
+        for k in (size..segments.len()).step_by(size).rev() {
             let (before, after) = segments.split_at_mut(k);
-            (before[k - 1].iter_mut().zip(&after[0])).for_each(|(a, b)| *a += b);
+            (before[k - size..].iter_mut().zip(&after[..size])).for_each(|(a, b)| *a += b);
         }
         // A head token in the series leaves it by its division: Σ_j (-z)^j
         // Σ_e q^(j+1+e) κ_(j,e) over its segments, as a tail token's
@@ -980,7 +984,7 @@ impl<'a> WithoutReplacement<'a> {
             let Some(first) = *first else { continue };
             let (q, z) = (head_q[x], z[x]);
             let (mut sign_power, mut integrand) = (1.0, 0.0);
-            for (j, row) in segments[first].chunks(width).enumerate() {
+            for (j, row) in segments[first..first + size].chunks(width).enumerate() {
                 let mut power = q.powi(j as i32 + 1);
                 let mut part = 0.0;
                 for entry in row {
@@ -992,7 +996,10 @@ impl<'a> WithoutReplacement<'a> {
             }
             sums.head[x] += head_measure[x] * integrand;
         }
-        sums.kernel = segments[0].iter().map(|k| kernel_measure * k).collect();
+        sums.kernel = segments[..size]
+            .iter()
+            .map(|k| kernel_measure * k)
+            .collect();
         sums
     }
 }
