@@ -62,7 +62,7 @@ use rayon::prelude::*;
 
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
-use crate::selection::{Assignment, NEGLIGIBLE, ORDER, left_end, nodes_from};
+use crate::selection::{Assignment, NEGLIGIBLE, ORDER, left_end, left_end_from_power, nodes_from};
 use crate::thresholds::{BUCKETED_FROM, TOKENS_PER_TASK};
 
 /// The rule in c starts at c a_max = LEFT_END_HEAD (`nodes_from`) and sums
@@ -81,6 +81,18 @@ const CLOCK_STEP: f64 = 0.25;
 /// The integrands in t grow like t^(n-1) from 0: the rule starts where
 /// the part it leaves out, below t^n / n!, is this small.
 const CLOCK_HEAD: f64 = 1e-16;
+/// Or no lower than CLOCK_FLOOR, summing its infinite left end from its
+/// first CLOCK_LEFT_NODES nodes (`left_end_from_power`, exact for t^(n-1)
+/// g(t) with g a polynomial of degree below CLOCK_LEFT_NODES): the
+/// clocks' rates sum to 1, so g's Taylor terms are at most about (2 t)^k
+/// / k!, and its remainder at the sixth node (3.5 CLOCK_FLOOR on the fine
+/// rule, 11.5 on the coarse) is below 2e-13 of g, times the left end's
+/// share of the integral, about CLOCK_FLOOR^n: below 2e-16 from n = 1.
+/// Where t^n / n! reaches `CLOCK_HEAD` below the floor (n <= 4), the rule
+/// leaves out ln(CLOCK_FLOOR / t) / h nodes at its left end (about 45 at
+/// n = 2 on the fine rule, 8 at n = 4).
+const CLOCK_FLOOR: f64 = 1e-3;
+const CLOCK_LEFT_NODES: usize = 6;
 /// The rule ends at t = CLOCK_HORIZON / (least q), past which every clock
 /// has rung but with probability e^-60.
 const CLOCK_HORIZON: f64 = 60.0;
@@ -431,16 +443,28 @@ fn clock_step(n: usize, error: f64) -> f64 {
 }
 
 /// The clocks' quadrature in t, of step `step` in ln t: nodes and weights
-/// of ∫_0^∞ dt.
+/// of ∫_0^∞ dt. It starts where t^n / n! is `CLOCK_HEAD`, with the part
+/// below from the integrand's growth like t^(n-1), unless that is below
+/// `CLOCK_FLOOR` (n <= 4): there it starts at the floor and sums its left
+/// end from its first `CLOCK_LEFT_NODES` nodes.
 fn clock_nodes(n: usize, q_least: f64, step: f64) -> (Vec<f64>, Vec<f64>) {
     let factorial: f64 = (1..=n).map(|k| k as f64).product();
-    let first = (CLOCK_HEAD * factorial).powf(1.0 / n as f64);
+    let head = (CLOCK_HEAD * factorial).powf(1.0 / n as f64);
+    let first = head.max(CLOCK_FLOOR);
     let (lo, hi) = (first.ln(), (CLOCK_HORIZON / q_least).ln().max(first.ln()));
     let count = ((hi - lo) / step).ceil() as usize + 1;
     let t: Vec<f64> = (0..count).map(|j| (lo + j as f64 * step).exp()).collect();
     let mut w: Vec<f64> = t.iter().map(|t| step * t).collect();
-    // [0, first], where the integrand grows like t^(n-1): first / n of it.
-    w[0] += first / n as f64;
+    if head >= CLOCK_FLOOR {
+        // [0, first], where the integrand grows like t^(n-1): first / n of it.
+        w[0] += first / n as f64;
+    } else {
+        let left = left_end_from_power(step, CLOCK_LEFT_NODES.min(count), n);
+        w.iter_mut()
+            .zip(&t)
+            .zip(&left)
+            .for_each(|((w, t), g)| *w += step * t * g);
+    }
     (t, w)
 }
 
@@ -648,7 +672,11 @@ impl<'a> WithoutReplacement<'a> {
         }
         let whole: f64 = densities.iter().map(|d| d.0).sum();
         let kept: Vec<usize> = (0..all_t.len())
-            .filter(|&j| densities[j].0 > 0.0 && densities[j].0 >= CLOCK_NEGLIGIBLE * whole)
+            .filter(|&j| {
+                // A node of the left end may weigh less than nothing.
+                let share = densities[j].0.abs();
+                share > 0.0 && share >= CLOCK_NEGLIGIBLE * whole
+            })
             .collect();
         let t: Vec<f64> = kept.iter().map(|&j| all_t[j]).collect();
         let weight: Vec<f64> = kept.iter().map(|&j| all_weights[j]).collect();

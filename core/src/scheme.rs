@@ -425,17 +425,31 @@ impl DraftScheme {
             }
             return Ok(());
         }
+        // Each draw's tokens of positive probability, found once: a draft
+        // truncated to its top k is a vector over the whole vocabulary,
+        // which every step of the enumeration would scan.
+        let support = |i: usize| -> Vec<usize> {
+            let q = self.draft_for(i).probs();
+            (0..q.len()).filter(|&t| q[t] > 0.0).collect()
+        };
+        let supports: Vec<Vec<usize>> = if self.kind == SchemeKind::Independent {
+            (0..self.n).map(support).collect()
+        } else {
+            vec![support(0)]
+        };
         let mut prefix = Vec::with_capacity(self.n);
-        self.extend_tuples(&mut prefix, 1.0, visit);
+        self.extend_tuples(&mut prefix, 1.0, &supports, visit);
         Ok(())
     }
 
     /// Depth-first enumeration of the tuples extending `prefix`, whose
-    /// probability so far is `prob`.
+    /// probability so far is `prob`; `supports` holds each draw's tokens of
+    /// positive probability (one list where every draw has the same law).
     fn extend_tuples(
         &self,
         prefix: &mut Vec<usize>,
         prob: f64,
+        supports: &[Vec<usize>],
         visit: &mut dyn FnMut(&[usize], f64),
     ) {
         if prefix.len() == self.n {
@@ -443,25 +457,25 @@ impl DraftScheme {
             return;
         }
         let q = self.draft_for(prefix.len()).probs();
+        let support = &supports[prefix.len().min(supports.len() - 1)];
         let without_replacement = self.kind == SchemeKind::WithoutReplacement;
         // Without replacement the next draw is proportional to q among tokens
         // not drawn yet; their mass is summed directly (`docs/DESIGN.md` §3), never
         // taken as 1 - q(drawn), which cancels.
         let remaining = if without_replacement {
-            q.iter()
-                .enumerate()
-                .filter(|(t, _)| !prefix.contains(t))
-                .map(|(_, x)| x)
+            (support.iter())
+                .filter(|t| !prefix.contains(t))
+                .map(|&t| q[t])
                 .sum()
         } else {
             1.0
         };
-        for (token, &qt) in q.iter().enumerate() {
-            if qt <= 0.0 || (without_replacement && prefix.contains(&token)) {
+        for &token in support {
+            if without_replacement && prefix.contains(&token) {
                 continue;
             }
             prefix.push(token);
-            self.extend_tuples(prefix, prob * qt / remaining, visit);
+            self.extend_tuples(prefix, prob * q[token] / remaining, supports, visit);
             prefix.pop();
         }
     }

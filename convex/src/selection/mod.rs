@@ -16,7 +16,9 @@ mod sums;
 
 pub(crate) use buckets::{Assignment, ORDER};
 pub(crate) use integrals::Selectable;
-pub(crate) use nodes::{NEGLIGIBLE, Nodes, STEP, left_end, left_tail, nodes, nodes_from};
+pub(crate) use nodes::{
+    NEGLIGIBLE, Nodes, STEP, left_end, left_end_from_power, left_tail, nodes, nodes_from,
+};
 pub(crate) use sums::Sums;
 
 use mdsd_core::powi_count;

@@ -87,10 +87,17 @@ pub(crate) fn left_tail(step: f64) -> f64 {
 /// c_lo (n a)^(count - 1) times higher than `nodes` for the same error.
 /// With one node, γ_0 = L(h).
 pub(crate) fn left_end(step: f64, count: usize) -> Vec<f64> {
+    left_end_from_power(step, count, 1)
+}
+
+/// `left_end` for f = c^power g(c): the Vandermonde system of the powers
+/// s = power..power + count (the integrands in t of drafts without
+/// replacement grow like t^n at the left end, in u = ln t).
+pub(crate) fn left_end_from_power(step: f64, count: usize, power: usize) -> Vec<f64> {
     let powers = DMatrix::from_fn(count, count, |s, j| {
-        ((s + 1) as f64 * j as f64 * step).exp()
+        ((s + power) as f64 * j as f64 * step).exp()
     });
-    let sums = DVector::from_fn(count, |s, _| left_tail((s + 1) as f64 * step));
+    let sums = DVector::from_fn(count, |s, _| left_tail((s + power) as f64 * step));
     let weights = powers
         .lu()
         .solve(&sums)
@@ -108,6 +115,25 @@ mod tests {
     #[test]
     fn left_end_sums_polynomial_integrands() {
         assert_eq!(left_end(STEP, 1), vec![left_tail(STEP)]);
+        // t^power g(t) at the left end of a rule in ln t of step 1/4.
+        for power in 1..=4 {
+            let (step, count) = (0.25, 6);
+            let weights = left_end_from_power(step, count, power);
+            let t_lo = 1e-3;
+            for degree in 0..count {
+                let f = |t: f64| t.powi(power as i32) * (1.0 + t).powi(degree as i32);
+                let want: f64 = (1..4000)
+                    .map(|k| f(t_lo * (-(k as f64) * step).exp()))
+                    .sum();
+                let got: f64 = (weights.iter().enumerate())
+                    .map(|(j, w)| w * f(t_lo * (j as f64 * step).exp()))
+                    .sum();
+                assert!(
+                    (got - want).abs() <= 1e-12 * want,
+                    "power {power}, degree {degree}: {got} vs {want}"
+                );
+            }
+        }
         for step in [STEP, 2.0 * STEP] {
             for count in 1..=4 {
                 let weights = left_end(step, count);
