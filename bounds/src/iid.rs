@@ -135,7 +135,7 @@ struct SortedTokens {
 impl SortedTokens {
     fn new(p: &[f64], q: &[f64]) -> Self {
         let order = ascending_ratio_order(p, q);
-        let (p_out, q_out) = masses_after(p, q, &order);
+        let (p_out, q_out) = masses_after(p, q, &order, 0.0);
         Self {
             order,
             p_out,

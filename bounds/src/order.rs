@@ -15,27 +15,43 @@ pub(crate) fn ratio_key(ratio: f64, token: usize) -> u128 {
 }
 
 /// Token ids by ascending p/q, ties by ascending id: one strict total order.
-/// Only the drafted tokens are sorted: those of q = 0 share the key +inf
-/// and come in id order already (a draft truncated to its top k leaves
-/// nearly all of the vocabulary there), so they are merged in, among the
-/// drafted ratios that overflow to +inf too.
+/// Only the drafted tokens are sorted (`drafted_ratio_order`): those of q
+/// = 0 share the key +inf and come in id order already (a draft truncated
+/// to its top k leaves nearly all of the vocabulary there), so they are
+/// merged in, among the drafted ratios that overflow to +inf too.
 pub fn ascending_ratio_order(p: &[f64], q: &[f64]) -> Vec<usize> {
-    let mut drafted: Vec<u128> = (p.iter().zip(q).enumerate())
-        .filter(|(_, (_, b))| **b > 0.0)
-        .map(|(token, (&a, &b))| ratio_key(ratio(a, b), token))
-        .collect();
-    drafted.sort_unstable();
+    let (drafted, _) = drafted_ratio_order(p, q);
     let mut undrafted = (0..q.len()).filter(|&token| q[token] <= 0.0).peekable();
     let mut order = Vec::with_capacity(q.len());
-    for key in drafted {
-        while let Some(before) = undrafted.next_if(|&token| ratio_key(f64::INFINITY, token) < key) {
+    for token in drafted {
+        let key = ratio_key(ratio(p[token], q[token]), token);
+        while let Some(before) = undrafted.next_if(|&t| ratio_key(f64::INFINITY, t) < key) {
             order.push(before);
         }
-        // The low 64 bits are the token.
-        order.push(key as u64 as usize);
+        order.push(token);
     }
     order.extend(undrafted);
     order
+}
+
+/// The drafted tokens (q > 0) by ascending (p/q, id), and the p of the
+/// others, summed in the same pass over the vocabulary. A set that adds
+/// undrafted tokens to one of drafted tokens only adds their p to it, so
+/// the searches of optimal prefixes need no more than this.
+pub(crate) fn drafted_ratio_order(p: &[f64], q: &[f64]) -> (Vec<usize>, f64) {
+    let mut undrafted_mass = 0.0;
+    let mut drafted: Vec<u128> = Vec::new();
+    for (token, (&a, &b)) in p.iter().zip(q).enumerate() {
+        if b > 0.0 {
+            drafted.push(ratio_key(ratio(a, b), token));
+        } else {
+            undrafted_mass += a;
+        }
+    }
+    drafted.sort_unstable();
+    // The low 64 bits are the token.
+    let order = drafted.into_iter().map(|key| key as u64 as usize).collect();
+    (order, undrafted_mass)
 }
 
 /// Where H is a prefix of [`ascending_ratio_order`], its last token and
@@ -65,10 +81,17 @@ pub fn ratio_prefix_end(p: &[f64], q: &[f64], in_h: &[bool]) -> Option<(f64, usi
     }
 }
 /// Mass of `p` and of `q` outside each prefix `order[..k]`, k = 0..=V,
-/// summed directly from the end (never as 1 - the mass inside).
-pub(crate) fn masses_after(p: &[f64], q: &[f64], order: &[usize]) -> (Vec<f64>, Vec<f64>) {
+/// summed directly from the end (never as 1 - the mass inside), from
+/// `p_beyond`, the p of the tokens that `order` leaves out.
+pub(crate) fn masses_after(
+    p: &[f64],
+    q: &[f64],
+    order: &[usize],
+    p_beyond: f64,
+) -> (Vec<f64>, Vec<f64>) {
     let v = order.len();
     let mut p_out = vec![0.0; v + 1];
+    p_out[v] = p_beyond;
     let mut q_out = vec![0.0; v + 1];
     for k in (0..v).rev() {
         p_out[k] = p_out[k + 1] + p[order[k]];

@@ -5,7 +5,7 @@ use mdsd_core::{CoreError, DraftLaw, DraftScheme};
 
 use crate::iid::iid_objective;
 use crate::objective;
-use crate::order::{ascending_ratio_order, masses_after, split_mass};
+use crate::order::{drafted_ratio_order, masses_after, split_mass};
 
 /// Largest number of ordered draft tuples summed exactly; above it the
 /// exponential-clock quadrature is used.
@@ -42,7 +42,7 @@ fn head(n: usize) -> f64 {
 /// k = 0..=V, from the exact tuple law: each tuple counts for the prefixes
 /// that contain its highest-ranked token.
 fn exact_prefix_masses(law: &DraftLaw, order: &[usize]) -> Vec<(f64, f64)> {
-    let mut rank = vec![0; order.len()];
+    let mut rank = vec![0; order.iter().max().map_or(0, |&t| t + 1)];
     for (k, &t) in order.iter().enumerate() {
         rank[t] = k;
     }
@@ -337,16 +337,20 @@ pub(crate) fn wor_masses(drafts: &DraftScheme, in_set: &[bool]) -> (f64, f64) {
 
 /// The best ascending-p/q prefix for without-replacement drafts: `(alpha - 1,
 /// tokens)`. That a prefix is optimal is conjectured, not proven (`docs/DESIGN.md` §3);
-/// the tests check it against the LP and against all subsets.
+/// the tests check it against the LP and against all subsets. The prefixes
+/// are of the drafted tokens alone (`drafted_ratio_order`): an undrafted
+/// token adds its p to a set and nothing to P(all drafts in it), and a
+/// draft truncated to its top k would otherwise make the search sort and
+/// sum the whole vocabulary.
 pub(crate) fn wor_by_prefix(
     p: &[f64],
     drafts: &DraftScheme,
 ) -> Result<(f64, Vec<usize>), CoreError> {
     let q = drafts.drafts()[0].probs();
     let n = drafts.n();
-    let order = ascending_ratio_order(p, q);
+    let (order, undrafted_mass) = drafted_ratio_order(p, q);
     let v = order.len();
-    let (p_out, q_out) = masses_after(p, q, &order);
+    let (p_out, q_out) = masses_after(p, q, &order, undrafted_mass);
     let (mut best, mut best_len) = (0.0, 0);
     match drafts.tuple_law(WOR_EXACT_TUPLE_LIMIT) {
         Ok(law) => {
@@ -369,24 +373,15 @@ pub(crate) fn wor_by_prefix(
                 .filter(|&x| x > 0.0)
                 .fold(1.0, f64::min);
             let mut clocks = ExponentialClocks::new(n, q_out_min);
-            // Past the first prefix that holds all of q, P(all in H) is 1
-            // and each token adds its p: no later prefix is lower, so the
-            // scan ends there (a draft truncated to its top k leaves the
-            // rest of the vocabulary past it).
-            let scanned = q_out.iter().position(|&x| x <= 0.0).unwrap_or(v);
             // Gathered once into scan order: the loads of a gather overlap,
             // those inside the scan's long body would each wait on memory.
-            let in_order = |x: &[f64]| {
-                (order[..scanned].iter())
-                    .map(|&t| x[t])
-                    .collect::<Vec<f64>>()
-            };
+            let in_order = |x: &[f64]| order.iter().map(|&t| x[t]).collect::<Vec<f64>>();
             let (p_ordered, q_ordered) = (in_order(p), in_order(q));
             let (mut p_in, mut q_in) = (0.0, 0.0);
             // Tokens join the clocks only when a prefix is evaluated, so
             // none is added past the last prefix the bound lets through.
             let mut added = 0;
-            for k in 1..=scanned {
+            for k in 1..=v {
                 p_in += p_ordered[k - 1];
                 q_in += q_ordered[k - 1];
                 // Without replacement, each further draw lands in H with
@@ -418,6 +413,8 @@ pub(crate) fn wor_by_prefix(
 mod tests {
     use super::*;
     use mdsd_core::Distribution;
+
+    use crate::order::ascending_ratio_order;
 
     /// Every prefix's masses by the quadrature against exact enumeration,
     /// evaluated one prefix after another as the scan does (so the

@@ -94,8 +94,8 @@ use std::time::Instant;
 
 use mdsd_bounds::{BoundError, IidAlgorithm, optimal_acceptance_iid, optimal_acceptance_wor};
 use mdsd_core::{
-    CoreError, Count, Distribution, Instead, Method, Problem, SchemeKind, Solution, Solve, Status,
-    Summary,
+    CoreError, Count, Distribution, DraftScheme, Instead, Method, Problem, SchemeKind, Solution,
+    Solve, Status, Summary,
 };
 use thiserror::Error;
 
@@ -661,31 +661,72 @@ impl ConvexSolver {
         problem: &Problem,
         workspace: &mut Workspace,
     ) -> Result<ConvexSolution, ConvexError> {
-        let drafts = problem.drafts();
-        let bound = optimal_acceptance_wor(problem.target(), drafts)?;
-        let (target, q) = (problem.target().probs(), drafts.drafts()[0].probs());
-        let support: Vec<usize> = (0..q.len()).filter(|&y| q[y] > 0.0).collect();
-        let mut in_h = vec![false; target.len()];
-        bound.certificate.iter().for_each(|&y| in_h[y] = true);
-        let inner: Vec<usize> = (0..support.len()).filter(|&k| in_h[support[k]]).collect();
-        let outer: Vec<usize> = (0..support.len()).filter(|&k| !in_h[support[k]]).collect();
-        let gather = |slots: &[usize], x: &[f64]| -> Vec<f64> {
-            slots.iter().map(|&k| x[support[k]]).collect()
+        let (target, draft) = (problem.target(), &problem.drafts().drafts()[0]);
+        // On the draft's support, as the i.i.d. solve (`restrict`): a draft
+        // truncated to its top k needs k entries of p, and the closed form
+        // a sort of k tokens, not of the vocabulary.
+        let support = draft_support(&[draft.probs()]);
+        let restricted = (support.len() < target.len())
+            .then(|| restrict(target, draft, &support, workspace))
+            .transpose()?;
+        let vocabulary = problem.vocab_size();
+        let solution = match &restricted {
+            Some((p, q)) => {
+                let drafts = DraftScheme::without_replacement(q.clone(), problem.drafts().n())?;
+                self.solve_without_replacement_on_support(
+                    p, &drafts, support, vocabulary, workspace,
+                )
+            }
+            None => self.solve_without_replacement_on_support(
+                target,
+                problem.drafts(),
+                support,
+                vocabulary,
+                workspace,
+            ),
         };
+        if let Some((target, draft)) = restricted {
+            workspace.give_problem(target.into_probs(), draft.into_probs());
+        }
+        solution
+    }
+
+    /// `solve_without_replacement` on the problem restricted to the
+    /// draft's support, whose first tokens are `support`'s.
+    fn solve_without_replacement_on_support(
+        &self,
+        target: &Distribution,
+        drafts: &DraftScheme,
+        support: Vec<usize>,
+        vocabulary: usize,
+        workspace: &mut Workspace,
+    ) -> Result<ConvexSolution, ConvexError> {
+        let bound = optimal_acceptance_wor(target, drafts)?;
+        let slots = support.len();
+        let (p, q) = (
+            &target.probs()[..slots],
+            &drafts.drafts()[0].probs()[..slots],
+        );
+        // The token of the rest, if any, is never drafted, so never in H*.
+        let mut in_h = vec![false; slots];
+        bound.certificate.iter().for_each(|&y| in_h[y] = true);
+        let inner: Vec<usize> = (0..slots).filter(|&k| in_h[k]).collect();
+        let outer: Vec<usize> = (0..slots).filter(|&k| !in_h[k]).collect();
+        let gather =
+            |x: &[f64], slots: &[usize]| -> Vec<f64> { slots.iter().map(|&k| x[k]).collect() };
         let (outer_q, outer_p, inner_q, inner_p) = (
-            gather(&outer, q),
-            gather(&outer, target),
-            gather(&inner, q),
-            gather(&inner, target),
+            gather(q, &outer),
+            gather(p, &outer),
+            gather(q, &inner),
+            gather(p, &inner),
         );
         let n = drafts.n();
-        let p_support: Vec<f64> = support.iter().map(|&y| target[y]).collect();
         let sides = Sides {
             outer: (&outer, &outer_p),
             inner: (&inner, &inner_p),
             support,
-            vocabulary: target.len(),
-            p: &p_support,
+            vocabulary,
+            p,
         };
         let outer_potential = WithoutReplacement::new(&outer_q, &inner_q, &[], n);
         let inner_potential = WithoutReplacement::new(&inner_q, &[], &outer_q, n);

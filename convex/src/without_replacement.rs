@@ -263,6 +263,30 @@ fn clock_series(n: usize) -> Vec<Series> {
     series
 }
 
+/// A bound on P(fewer than n of independent clocks have rung), given the
+/// expected number rung, `arrivals` (Chernoff's lower tail for a sum of
+/// independent indicators, P(N <= k) <= e^(-μ) (e μ / k)^k for k < μ;
+/// 1 where that does not apply). Past a node t the n-th arrival's density
+/// carries P(N(t) < n) in all: the world's share of it, and every later
+/// node's, is at most this.
+fn arrivals_below(arrivals: f64, n: usize) -> f64 {
+    let k = (n - 1) as f64;
+    if arrivals <= k {
+        return 1.0;
+    }
+    if n == 1 {
+        return (-arrivals).exp();
+    }
+    (-arrivals + k * (1.0 + (arrivals / k).ln())).exp()
+}
+
+/// The share of `CLOCK_NEGLIGIBLE` that the nodes past the last one of a
+/// clock pass may carry together, as a bound by `arrivals_below`: the rule
+/// sums a positive tail within a small factor of its integral, and every
+/// node it leaves out then carries less than `CLOCK_NEGLIGIBLE` alone, so
+/// the nodes kept are those that a pass over every node keeps.
+const CLOCK_TAIL_MARGIN: f64 = 1e-3;
+
 /// A node in t where more clocks than this have n q t > 1 is left out:
 /// each has rung by then with probability at least 1 - e^(-1/n), so at
 /// least μ = 2n + SURE_ARRIVALS arrivals are expected before it, and n - 1
@@ -395,7 +419,7 @@ fn tail_polynomials(power: &[f64], marked: &[f64], survival: f64, u: &mut [f64],
 /// 100, n = 2, alpha* = 0.99988) the inner program then stalls short of
 /// its tolerance.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Grid {
+pub(crate) enum Grid {
     Fine,
     Coarse,
 }
@@ -420,6 +444,11 @@ const COARSE_CLOCKS: f64 = 1e-6;
 /// The relative errors the fine and the coarse rule in c aim at.
 const FINE_SELECTION: f64 = 1e-15;
 const COARSE_SELECTION: f64 = 5e-10;
+/// The acceptance lost above which Newton's iteration evaluates on the
+/// coarse grid (`Potential::rough_until`): on the shared rows the coarse
+/// loss is within about 1e-7 of the fine one at top 100 and 1000, and
+/// its optimum up to 1.6e-6 from the fine one at the full vocabulary.
+const ROUGH_UNTIL: f64 = 1e-6;
 
 /// The step in ln c for a relative error near `error`: the integrands in
 /// u = ln c are bounded in the strip |Im u| < π/2 (`docs/DESIGN.md` §6b),
@@ -640,35 +669,67 @@ impl<'a> WithoutReplacement<'a> {
             moments[j] = (open.clone(), silent.clone(), mass);
         }
         // [M]_(n-1) with z = 1 on the world's tokens (P(world)), and with
-        // z = 0 on the selectable ones too (P(S = 0)).
+        // z = 0 on the selectable ones too (P(S = 0)), from the first node
+        // on until what the nodes after it can carry is negligible
+        // (`arrivals_below`).
         let mut densities = vec![(0.0, 0.0); all_t.len()];
+        let mut world_so_far = 0.0;
         for (j, &t) in all_t.iter().enumerate() {
             let head = &tokens[bound[j]..];
             if head.len() > head_cap(n) {
                 break;
             }
-            let density = |sums: &[f64], open: &dyn Fn(Role) -> bool| {
+            let t_powers = powers_of(t);
+            let survival = (-t * moments[j].2).exp();
+            let tail_part = |sums: &[f64]| {
                 let table: Vec<Series> = (0..=n)
                     .map(|k| std::array::from_fn(|e| sums.get(k + e).copied().unwrap_or(0.0)))
                     .collect();
                 let (mut power, mut marked) = (vec![0.0; n], vec![0.0; n]);
-                tail_sums(&series, (t, &powers_of(t)), &table, &mut power, &mut marked);
+                tail_sums(&series, (t, &t_powers), &table, &mut power, &mut marked);
                 let (mut u, mut m) = (vec![0.0; n], vec![0.0; n]);
-                tail_polynomials(&power, &marked, (-t * moments[j].2).exp(), &mut u, &mut m);
-                for &(q, role) in head {
-                    let (s, arrived) = clock(q, t);
-                    if open(role) {
-                        absorb(&mut u, &mut m, s, arrived, q * s);
-                    } else {
-                        absorb(&mut u, &mut m, s, 0.0, 0.0);
-                    }
-                }
-                m[n - 1]
+                tail_polynomials(&power, &marked, survival, &mut u, &mut m);
+                (u, m)
             };
+            let (mut world_u, mut world_m) = tail_part(&moments[j].0);
+            let (mut empty_u, mut empty_m) = tail_part(&moments[j].1);
+            // Each tail clock has rung by t with probability at least
+            // q t (1 - q t / 2) >= q t (1 - 1 / 2n) (n q t <= `tail_reach`).
+            let mut arrivals = t * moments[j].2 * (1.0 - 0.5 / n as f64);
+            for &(q, role) in head {
+                let (s, arrived) = clock(q, t);
+                arrivals += arrived;
+                let (world, empty) = match role {
+                    Role::Selectable => (arrived, 0.0),
+                    Role::Silent => (arrived, arrived),
+                    Role::Excluded => (0.0, 0.0),
+                };
+                absorb(
+                    &mut world_u,
+                    &mut world_m,
+                    s,
+                    world,
+                    if world > 0.0 { q * s } else { 0.0 },
+                );
+                absorb(
+                    &mut empty_u,
+                    &mut empty_m,
+                    s,
+                    empty,
+                    if empty > 0.0 { q * s } else { 0.0 },
+                );
+            }
             densities[j] = (
-                all_weights[j] * density(&moments[j].0, &|role| role != Role::Excluded),
-                all_weights[j] * density(&moments[j].1, &|role| role == Role::Silent),
+                all_weights[j] * world_m[n - 1],
+                all_weights[j] * empty_m[n - 1],
             );
+            world_so_far += densities[j].0;
+            if j >= CLOCK_LEFT_NODES
+                && arrivals_below(arrivals, n)
+                    <= CLOCK_TAIL_MARGIN * CLOCK_NEGLIGIBLE * world_so_far
+            {
+                break;
+            }
         }
         let whole: f64 = densities.iter().map(|d| d.0).sum();
         let kept: Vec<usize> = (0..all_t.len())
@@ -760,6 +821,20 @@ impl<'a> WithoutReplacement<'a> {
             background,
             tail_survival,
             silent_moments,
+        }
+    }
+
+    /// The potential at theta on `grid`, with the Hessian's diagonal.
+    fn evaluate_on(&self, theta: &[f64], grid: Grid) -> Evaluation<(Grid, Vec<f64>)> {
+        let Integrals {
+            marginal,
+            potential,
+            diagonal,
+        } = self.integrals(theta, theta, grid, true, None);
+        Evaluation {
+            potential,
+            marginal,
+            hessian: (grid, diagonal),
         }
     }
 
@@ -1405,27 +1480,33 @@ fn series_in_offset<const O: usize>(delta: f64) -> [f64; O] {
 }
 
 impl Potential for WithoutReplacement<'_> {
-    /// The evaluation point, from which differences of r are taken, and
-    /// the Hessian's diagonal there.
-    type Hessian = (Vec<f64>, Vec<f64>);
+    /// The evaluation's grid and the Hessian's diagonal there.
+    type Hessian = (Grid, Vec<f64>);
 
     fn evaluate(&self, theta: &[f64], _workspace: &mut Workspace) -> Evaluation<Self::Hessian> {
-        let Integrals {
-            marginal,
-            potential,
-            diagonal,
-        } = self.integrals(theta, theta, Grid::Fine, true, None);
-        Evaluation {
-            potential,
-            marginal,
-            hessian: (theta.to_vec(), diagonal),
-        }
+        self.evaluate_on(theta, Grid::Fine)
+    }
+
+    /// The coarse grid (`ROUGH_UNTIL`): far from the optimum it guides
+    /// Newton as well as the fine one, and each of its evaluations is also
+    /// the base of the next direction's differences.
+    fn rough_until(&self) -> Option<f64> {
+        Some(ROUGH_UNTIL)
+    }
+
+    fn evaluate_rough(
+        &self,
+        theta: &[f64],
+        _workspace: &mut Workspace,
+    ) -> Evaluation<Self::Hessian> {
+        self.evaluate_on(theta, Grid::Coarse)
     }
 
     /// Newton's direction by conjugate gradients on one-sided differences
     /// of r along each search direction (on the coarse grid from theta's
-    /// nodes, so that both ends of a difference share them),
-    /// preconditioned by the Hessian's diagonal at theta.
+    /// nodes, so that both ends of a difference share them, from `at`'s r
+    /// where `at` is on that grid), preconditioned by the Hessian's
+    /// diagonal at theta.
     fn direction(
         &self,
         theta: &[f64],
@@ -1441,7 +1522,14 @@ impl Potential for WithoutReplacement<'_> {
         let r = |point: &[f64]| {
             (self.integrals(point, theta, Grid::Coarse, false, Some(&free))).marginal
         };
-        let base = r(theta);
+        let computed;
+        let base = match at.hessian.0 {
+            Grid::Coarse => &at.marginal,
+            Grid::Fine => {
+                computed = r(theta);
+                &computed
+            }
+        };
         let product = |v: &[f64]| {
             let size = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
             if size == 0.0 {
@@ -1450,7 +1538,7 @@ impl Potential for WithoutReplacement<'_> {
             let h = DIFFERENCE / size;
             let point: Vec<f64> = theta.iter().zip(v).map(|(t, v)| t + h * v).collect();
             let moved = r(&point);
-            moved.iter().zip(&base).map(|(a, b)| (a - b) / h).collect()
+            moved.iter().zip(base).map(|(a, b)| (a - b) / h).collect()
         };
         newton_by_conjugate_gradients(product, &at.hessian.1, &at.marginal, gradient, held, enough)
     }
