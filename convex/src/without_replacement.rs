@@ -65,17 +65,24 @@ use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
 use crate::selection::{Assignment, NEGLIGIBLE, ORDER, left_end, left_end_from_power, nodes_from};
 use crate::thresholds::{BUCKETED_FROM, TOKENS_PER_TASK};
 
-/// The rule in c starts at c a_max = LEFT_END_HEAD (`nodes_from`) and sums
-/// its infinite left end from its first LEFT_END_NODES nodes (`left_end`):
+/// The rule in c starts at c a_max = x_0 (`nodes_from`) and sums its
+/// infinite left end from its first LEFT_END_NODES nodes (`left_end`):
 /// the integrands there are c g(c) with g analytic on the scale 1 / (n
 /// a_max), so the left end's error is about (n a c)^4 at the fourth node
-/// (c = 4 LEFT_END_HEAD / a_max on the coarse grid) times the left end's
-/// share of the integral, n a c_lo: below 1e-17 for n <= 16 (the start
-/// moves down by n / 16 past that), the error of a first-order left end
-/// from 1e-9, which takes 40 more nodes of the fine rule. Each node costs
-/// a pass over the nodes in t and the exact tokens.
-const LEFT_END_HEAD: f64 = 1e-5;
+/// (c = e^(3h) c_lo, at most 4 c_lo on either grid) times the left end's
+/// share of the integral, n a c_lo: 256 n^5 x_0^5, which `left_end_head`
+/// sets to the grid's error in c (n at most 16: the start moves down by n
+/// / 16 past that). The fine grid starts at x_0 = 8e-5 for n = 4 (the
+/// error of a first-order left end takes 1e-9, 45 more nodes), the coarse
+/// one at 1.1e-3. Each node costs a pass over the nodes in t and the
+/// exact tokens.
 const LEFT_END_NODES: usize = 4;
+
+/// The start x_0 = c_lo a_max of the rule in c whose left end's error is
+/// about `error` (see `LEFT_END_NODES`).
+fn left_end_head(error: f64, n: usize) -> f64 {
+    (error / (256.0 * (n.min(16) as f64).powi(5))).powf(0.2)
+}
 /// Step of the rule in ln t, as mdsd-bounds' clocks take it.
 const CLOCK_STEP: f64 = 0.25;
 /// The integrands in t grow like t^(n-1) from 0: the rule starts where
@@ -425,6 +432,14 @@ pub(crate) enum Grid {
 }
 
 impl Grid {
+    /// The relative error the rule in c aims at.
+    fn selection_error(self) -> f64 {
+        match self {
+            Grid::Fine => FINE_SELECTION,
+            Grid::Coarse => COARSE_SELECTION,
+        }
+    }
+
     /// The steps in ln c and in ln t for n drafts.
     fn steps(self, n: usize) -> (f64, f64) {
         let fine = clock_step(n, FINE_CLOCKS).min(CLOCK_STEP);
@@ -854,7 +869,7 @@ impl<'a> WithoutReplacement<'a> {
         let clocks = self.clocks(grid);
         let series = clock_series(n);
         let c_step = grid.steps(n).0;
-        let c = nodes_from(at, n, LEFT_END_HEAD, c_step);
+        let c = nodes_from(at, n, left_end_head(grid.selection_error(), n), c_step);
         let left = left_end(c_step, LEFT_END_NODES);
         let tail_theta: Vec<f64> = clocks.tail.iter().map(|&y| theta[y]).collect();
         let tail = Tail::new(&tail_theta, clocks, self.q, n);
