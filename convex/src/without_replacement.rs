@@ -88,17 +88,17 @@ const CLOCK_STEP: f64 = 0.25;
 /// The integrands in t grow like t^(n-1) from 0: the rule starts where
 /// the part it leaves out, below t^n / n!, is this small.
 const CLOCK_HEAD: f64 = 1e-16;
-/// Or no lower than CLOCK_FLOOR, summing its infinite left end from its
+/// Or no lower than a floor, summing its infinite left end from its
 /// first CLOCK_LEFT_NODES nodes (`left_end_from_power`, exact for t^(n-1)
 /// g(t) with g a polynomial of degree below CLOCK_LEFT_NODES): the
 /// clocks' rates sum to 1, so g's Taylor terms are at most about (2 t)^k
-/// / k!, and its remainder at the sixth node (3.5 CLOCK_FLOOR on the fine
-/// rule, 11.5 on the coarse) is below 2e-13 of g, times the left end's
-/// share of the integral, about CLOCK_FLOOR^n: below 2e-16 from n = 1.
-/// Where t^n / n! reaches `CLOCK_HEAD` below the floor (n <= 4), the rule
-/// leaves out ln(CLOCK_FLOOR / t) / h nodes at its left end (about 45 at
-/// n = 2 on the fine rule, 8 at n = 4).
-const CLOCK_FLOOR: f64 = 1e-3;
+/// / k!, and its remainder at the sixth node t_5 = e^(5h) t_0 is below
+/// (2 t_5)^6 of g, times the left end's share of the integral, about
+/// t_0^n: `clock_floor` puts t_0 where that is a hundredth of the grid's
+/// error in t (for n = 4, 7.8e-3 on the fine grid and 2.3e-2 on the
+/// coarse one; a floor of 1e-3 took 8 and 6 nodes more). Where t^n / n!
+/// reaches `CLOCK_HEAD` below the floor (n <= 7 on the fine grid), the
+/// rule leaves out ln(t_0 / t) / h nodes at its left end.
 const CLOCK_LEFT_NODES: usize = 6;
 /// The rule ends at t = CLOCK_HORIZON / (least q), past which every clock
 /// has rung but with probability e^-60.
@@ -432,6 +432,14 @@ pub(crate) enum Grid {
 }
 
 impl Grid {
+    /// The relative error the rule in t aims at.
+    fn clock_error(self) -> f64 {
+        match self {
+            Grid::Fine => FINE_CLOCKS,
+            Grid::Coarse => COARSE_CLOCKS,
+        }
+    }
+
     /// The relative error the rule in c aims at.
     fn selection_error(self) -> f64 {
         match self {
@@ -486,20 +494,30 @@ fn clock_step(n: usize, error: f64) -> f64 {
     std::f64::consts::PI.powi(2) / (growth - error.ln())
 }
 
-/// The clocks' quadrature in t, of step `step` in ln t: nodes and weights
-/// of ∫_0^∞ dt. It starts where t^n / n! is `CLOCK_HEAD`, with the part
-/// below from the integrand's growth like t^(n-1), unless that is below
-/// `CLOCK_FLOOR` (n <= 4): there it starts at the floor and sums its left
-/// end from its first `CLOCK_LEFT_NODES` nodes.
-fn clock_nodes(n: usize, q_least: f64, step: f64) -> (Vec<f64>, Vec<f64>) {
+/// The floor of the rule in t of step `step` whose left end's error is a
+/// hundredth of `error` (see `CLOCK_LEFT_NODES`).
+fn clock_floor(n: usize, step: f64, error: f64) -> f64 {
+    let last = CLOCK_LEFT_NODES - 1;
+    let growth = (2.0 * (last as f64 * step).exp()).powi(CLOCK_LEFT_NODES as i32);
+    (1e-2 * error / growth).powf(1.0 / (CLOCK_LEFT_NODES + n) as f64)
+}
+
+/// The clocks' quadrature in t, of step `step` in ln t and relative error
+/// near `error`: nodes and weights of ∫_0^∞ dt. It starts where t^n / n!
+/// is `CLOCK_HEAD`, with the part below from the integrand's growth like
+/// t^(n-1), unless that is below the floor (`clock_floor`): there it
+/// starts at the floor and sums its left end from its first
+/// `CLOCK_LEFT_NODES` nodes.
+fn clock_nodes(n: usize, q_least: f64, step: f64, error: f64) -> (Vec<f64>, Vec<f64>) {
     let factorial: f64 = (1..=n).map(|k| k as f64).product();
     let head = (CLOCK_HEAD * factorial).powf(1.0 / n as f64);
-    let first = head.max(CLOCK_FLOOR);
+    let floor = clock_floor(n, step, error);
+    let first = head.max(floor);
     let (lo, hi) = (first.ln(), (CLOCK_HORIZON / q_least).ln().max(first.ln()));
     let count = ((hi - lo) / step).ceil() as usize + 1;
     let t: Vec<f64> = (0..count).map(|j| (lo + j as f64 * step).exp()).collect();
     let mut w: Vec<f64> = t.iter().map(|t| step * t).collect();
-    if head >= CLOCK_FLOOR {
+    if head >= floor {
         // [0, first], where the integrand grows like t^(n-1): first / n of it.
         w[0] += first / n as f64;
     } else {
@@ -633,7 +651,7 @@ impl<'a> WithoutReplacement<'a> {
 
     fn clocks(&self, grid: Grid) -> &Clocks {
         let index = (grid == Grid::Coarse) as usize;
-        self.clocks[index].get_or_init(|| self.clock_pass(grid.steps(self.n).1))
+        self.clocks[index].get_or_init(|| self.clock_pass(grid))
     }
 
     /// Every token with its q and role, by ascending q.
@@ -647,14 +665,15 @@ impl<'a> WithoutReplacement<'a> {
         tokens
     }
 
-    /// The nodes in t of step `step` that carry P(world), and the rest of
+    /// The nodes in t of `grid` that carry P(world), and the rest of
     /// `Clocks`. Each node splits the tokens at n q t = `tail_reach` (the
     /// tail's moments summed from the least q up, node by node from the
     /// last), so a pass costs O(V) series terms plus the exact tokens.
-    fn clock_pass(&self, step: f64) -> Clocks {
+    fn clock_pass(&self, grid: Grid) -> Clocks {
         let n = self.n;
         let series = clock_series(n);
-        let (all_t, all_weights) = clock_nodes(n, self.q_least(), step);
+        let (all_t, all_weights) =
+            clock_nodes(n, self.q_least(), grid.steps(n).1, grid.clock_error());
         let tokens = self.tokens();
         let terms = n + EXTRA_TERMS + 1;
         let in_tail = |q: f64, t: f64| n as f64 * q * t <= self.tail_reach;
@@ -766,6 +785,7 @@ impl<'a> WithoutReplacement<'a> {
     fn split(&self, t: Vec<f64>, weight: Vec<f64>, world: f64, empty: f64) -> Clocks {
         let n = self.n;
         let t_max = t.last().copied().unwrap_or(0.0);
+        if std::env::var("NODES").is_ok() { eprintln!("NODES {} first {:.3e} last {:.3e} q {}", t.len(), t.first().copied().unwrap_or(0.0), t_max, self.q.len()); }
         let reach = |q: f64| n as f64 * q * t_max;
         let exact = |q: f64| reach(q) > self.tail_reach;
         let (mut head, tail): (Vec<usize>, Vec<usize>) =
