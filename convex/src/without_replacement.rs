@@ -785,7 +785,6 @@ impl<'a> WithoutReplacement<'a> {
     fn split(&self, t: Vec<f64>, weight: Vec<f64>, world: f64, empty: f64) -> Clocks {
         let n = self.n;
         let t_max = t.last().copied().unwrap_or(0.0);
-        if std::env::var("NODES").is_ok() { eprintln!("NODES {} first {:.3e} last {:.3e} q {}", t.len(), t.first().copied().unwrap_or(0.0), t_max, self.q.len()); }
         let reach = |q: f64| n as f64 * q * t_max;
         let exact = |q: f64| reach(q) > self.tail_reach;
         let (mut head, tail): (Vec<usize>, Vec<usize>) =
