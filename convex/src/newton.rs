@@ -50,9 +50,9 @@ const STALLED: f64 = 1e-10;
 /// without replacement, n = V = 3, p = (2.8e-4, 1.1e-7, 0.9997), q =
 /// (0.59, 0.40, 0.0027): from the log-ratio start two tokens' r lie far
 /// below p and below the noise of the Hessian's products, Newton's
-/// direction is of size 300 along that noise, and the line search took
-/// steps near 1e-8 of it, each lowering the residual by rounding, for 100
-/// iterations (kept in the proptest regressions).
+/// direction is of size 300 along that noise, and the line search accepts
+/// steps near 1e-8 of it, each lowering the residual by rounding, without
+/// end (kept in the proptest regressions).
 const CRAWLED: f64 = 1e-6;
 
 /// A potential at one point: its value, its gradient r, and what its
@@ -245,9 +245,7 @@ pub(crate) fn newton_by_conjugate_gradients(
 /// about the held variables' r (for one draft set the Hessian is diag(π) -
 /// ππ^T, and 1_F^T H 1_F = π(F) π(held)), which the diagonal misses, as
 /// Jacobi's preconditioner then does: its inverse, 1 / r(held), adds
-/// (Σ_F z) / r(held) to every free entry, a positive rank-one term. It cuts
-/// the products a direction takes by a fifth on the shared rows (drafts
-/// without replacement, top 1000, n = 4: 17 to 13 a row). None where the
+/// (Σ_F z) / r(held) to every free entry, a positive rank-one term. None where the
 /// held mass is below `HELD_MODE_FLOOR` of r's: the products by
 /// differences do not resolve the mode's curvature there, and the program
 /// takes that step from its own model (`Program::along_ones`).

@@ -96,7 +96,7 @@ const CLOCK_HEAD: f64 = 1e-16;
 /// (2 t_5)^6 of g, times the left end's share of the integral, about
 /// t_0^n: `clock_floor` puts t_0 where that is a hundredth of the grid's
 /// error in t (for n = 4, 7.8e-3 on the fine grid and 2.3e-2 on the
-/// coarse one; a floor of 1e-3 took 8 and 6 nodes more). Where t^n / n!
+/// coarse one). Where t^n / n!
 /// reaches `CLOCK_HEAD` below the floor (n <= 7 on the fine grid), the
 /// rule leaves out ln(t_0 / t) / h nodes at its left end.
 const CLOCK_LEFT_NODES: usize = 6;
