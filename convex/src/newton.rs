@@ -97,6 +97,19 @@ pub(crate) trait Potential: Sync {
     ) -> Evaluation<Self::Hessian> {
         self.evaluate(theta, workspace)
     }
+    /// The potential at theta on its exact rule, where `rough` is its
+    /// evaluation there on the cheaper one (the iteration's change of
+    /// rule): a potential whose Newton direction takes something from a
+    /// rough evaluation may keep it.
+    fn refine(
+        &self,
+        theta: &[f64],
+        rough: Evaluation<Self::Hessian>,
+        workspace: &mut Workspace,
+    ) -> Evaluation<Self::Hessian> {
+        workspace.give(rough.marginal);
+        self.evaluate(theta, workspace)
+    }
     /// Whether the potential's gradient is unchanged along theta + t·1
     /// (weights that enter only through their ratios): the objective is
     /// then linear along 1, and with no variable held its Newton system
@@ -351,12 +364,27 @@ impl<P: Potential> Program<'_, P> {
         max_iterations: usize,
         workspace: &mut Workspace,
     ) -> Result<Solved, ConvexError> {
+        if self.p.is_empty() {
+            return Ok(Self::without_variables());
+        }
         let (lo, hi) = self.bounds;
         let mut theta = start;
         theta.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
         let rough = self.potential.rough_until().is_some();
         let current = self.objective(&theta, rough, workspace);
         self.minimise_evaluated(theta, current, tolerance, max_iterations, workspace)
+    }
+
+    /// The solution of a program without variables (a side of a problem
+    /// that holds no token): nothing to evaluate, where an evaluation
+    /// would still make the potential's grids from the other side's
+    /// tokens.
+    fn without_variables() -> Solved {
+        Solved {
+            theta: Vec::new(),
+            marginal: Vec::new(),
+            iterations: 0,
+        }
     }
 
     /// `minimise` from the better of a guessed start and theta = 0 (each
@@ -372,6 +400,9 @@ impl<P: Potential> Program<'_, P> {
         max_iterations: usize,
         workspace: &mut Workspace,
     ) -> Result<Solved, ConvexError> {
+        if self.p.is_empty() {
+            return Ok(Self::without_variables());
+        }
         let (lo, hi) = self.bounds;
         let guess: Vec<f64> = guess.into_iter().map(|t| t.clamp(lo, hi)).collect();
         let zero = vec![0.0f64.clamp(lo, hi); guess.len()];
@@ -424,13 +455,12 @@ impl<P: Potential> Program<'_, P> {
         let mut crawled = false;
         loop {
             let lost = self.residual(&theta, &current.1.marginal);
-            if rough && (lost <= rough_until || self.p.is_empty()) {
-                let exact = self.objective(&theta, false, workspace);
-                workspace.give(std::mem::replace(&mut current, exact).1.marginal);
+            if rough && lost <= rough_until {
+                current = self.refined(&theta, current.1, workspace);
                 rough = false;
                 continue;
             }
-            if lost <= tolerance || self.p.is_empty() {
+            if lost <= tolerance {
                 return Ok(Solved {
                     theta,
                     marginal: current.1.marginal,
@@ -525,7 +555,7 @@ impl<P: Potential> Program<'_, P> {
                     .zip(&gradient)
                     .map(|((t1, t0), g)| (t1 - t0) * g)
                     .sum();
-                let mut evaluated = self.objective(&trial, rough, workspace);
+                let evaluated = self.objective(&trial, rough, workspace);
                 stalled = step < STALLED;
                 let accepted = evaluated.0 <= value + ARMIJO * decrease + slack
                     || stalled
@@ -536,16 +566,17 @@ impl<P: Potential> Program<'_, P> {
                     && rough
                     && self.residual(&trial, &evaluated.1.marginal) > ROUGH_PROGRESS * lost;
                 if rough_ends {
-                    let exact = self.objective(&theta, false, workspace);
-                    workspace.give(std::mem::replace(&mut current, exact).1.marginal);
+                    workspace.give(evaluated.1.marginal);
+                    current = self.refined(&theta, current.1, workspace);
                     rough = false;
                 } else if accepted {
                     std::mem::swap(&mut theta, &mut trial);
-                    std::mem::swap(&mut current, &mut evaluated);
+                    workspace.give(std::mem::replace(&mut current, evaluated).1.marginal);
+                } else {
+                    workspace.give(evaluated.1.marginal);
                 }
                 // The point left behind.
                 workspace.give(trial);
-                workspace.give(evaluated.1.marginal);
                 if accepted {
                     crawled = !rough_ends && step < CRAWLED;
                     break;
@@ -690,6 +721,25 @@ impl<P: Potential> Program<'_, P> {
         }
     }
 
+    /// The objective and the potential's evaluation at theta on its exact
+    /// rule, from `rough`, its evaluation there on the rough one
+    /// (`Potential::refine`).
+    fn refined(
+        &self,
+        theta: &[f64],
+        rough: Evaluation<P::Hessian>,
+        workspace: &mut Workspace,
+    ) -> (f64, Evaluation<P::Hessian>) {
+        let evaluation = self.potential.refine(theta, rough, workspace);
+        (self.value(theta, &evaluation), evaluation)
+    }
+
+    /// The objective's value from the potential's evaluation at theta.
+    fn value(&self, theta: &[f64], evaluation: &Evaluation<P::Hessian>) -> f64 {
+        let linear: f64 = self.p.iter().zip(theta).map(|(p, t)| p * t).sum();
+        evaluation.potential - linear
+    }
+
     /// The objective's value and the potential's evaluation, on its rough
     /// rule where `rough`.
     fn objective(
@@ -703,8 +753,7 @@ impl<P: Potential> Program<'_, P> {
         } else {
             self.potential.evaluate(theta, workspace)
         };
-        let linear: f64 = self.p.iter().zip(theta).map(|(p, t)| p * t).sum();
-        (evaluation.potential - linear, evaluation)
+        (self.value(theta, &evaluation), evaluation)
     }
 }
 

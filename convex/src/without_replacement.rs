@@ -859,7 +859,7 @@ impl<'a> WithoutReplacement<'a> {
     }
 
     /// The potential at theta on `grid`, with the Hessian's diagonal.
-    fn evaluate_on(&self, theta: &[f64], grid: Grid) -> Evaluation<(Grid, Vec<f64>)> {
+    fn evaluate_on(&self, theta: &[f64], grid: Grid) -> Evaluation<Curvature> {
         let Integrals {
             marginal,
             potential,
@@ -868,7 +868,11 @@ impl<'a> WithoutReplacement<'a> {
         Evaluation {
             potential,
             marginal,
-            hessian: (grid, diagonal),
+            hessian: Curvature {
+                grid,
+                diagonal,
+                coarse_marginal: None,
+            },
         }
     }
 
@@ -1139,6 +1143,17 @@ impl<'a> WithoutReplacement<'a> {
             .collect();
         sums
     }
+}
+
+/// What an evaluation keeps for Newton's direction: its grid, the
+/// Hessian's diagonal there, and for an evaluation on the fine grid r on
+/// the coarse one at the same theta where it is known (`refine`), the
+/// base of the direction's differences (on the coarse grid, that is the
+/// evaluation's own r).
+pub(crate) struct Curvature {
+    grid: Grid,
+    diagonal: Vec<f64>,
+    coarse_marginal: Option<Vec<f64>>,
 }
 
 /// One node in c as its pairs of nodes see it.
@@ -1514,8 +1529,7 @@ fn series_in_offset<const O: usize>(delta: f64) -> [f64; O] {
 }
 
 impl Potential for WithoutReplacement<'_> {
-    /// The evaluation's grid and the Hessian's diagonal there.
-    type Hessian = (Grid, Vec<f64>);
+    type Hessian = Curvature;
 
     fn evaluate(&self, theta: &[f64], _workspace: &mut Workspace) -> Evaluation<Self::Hessian> {
         self.evaluate_on(theta, Grid::Fine)
@@ -1534,6 +1548,21 @@ impl Potential for WithoutReplacement<'_> {
         _workspace: &mut Workspace,
     ) -> Evaluation<Self::Hessian> {
         self.evaluate_on(theta, Grid::Coarse)
+    }
+
+    /// The fine evaluation keeps the coarse one's r: the next direction's
+    /// differences start from it.
+    fn refine(
+        &self,
+        theta: &[f64],
+        rough: Evaluation<Self::Hessian>,
+        _workspace: &mut Workspace,
+    ) -> Evaluation<Self::Hessian> {
+        let mut exact = self.evaluate_on(theta, Grid::Fine);
+        if rough.hessian.grid == Grid::Coarse {
+            exact.hessian.coarse_marginal = Some(rough.marginal);
+        }
+        exact
     }
 
     /// Newton's direction by conjugate gradients on one-sided differences
@@ -1557,9 +1586,10 @@ impl Potential for WithoutReplacement<'_> {
             (self.integrals(point, theta, Grid::Coarse, false, Some(&free))).marginal
         };
         let computed;
-        let base = match at.hessian.0 {
-            Grid::Coarse => &at.marginal,
-            Grid::Fine => {
+        let base = match (at.hessian.grid, &at.hessian.coarse_marginal) {
+            (Grid::Coarse, _) => &at.marginal,
+            (Grid::Fine, Some(kept)) => kept,
+            (Grid::Fine, None) => {
                 computed = r(theta);
                 &computed
             }
@@ -1574,7 +1604,14 @@ impl Potential for WithoutReplacement<'_> {
             let moved = r(&point);
             moved.iter().zip(base).map(|(a, b)| (a - b) / h).collect()
         };
-        newton_by_conjugate_gradients(product, &at.hessian.1, &at.marginal, gradient, held, enough)
+        newton_by_conjugate_gradients(
+            product,
+            &at.hessian.diagonal,
+            &at.marginal,
+            gradient,
+            held,
+            enough,
+        )
     }
 
     fn flat_along_ones(&self) -> bool {
