@@ -135,7 +135,15 @@ const CG_ITERATIONS: usize = 50;
 const CG_TOLERANCE: f64 = 1e-10;
 /// The largest: far from the optimum the Newton system is solved this
 /// roughly.
-const FORCING_MAX: f64 = 0.1;
+const FORCING_MAX: f64 = 0.3;
+/// The power of the gradient's norm that sets the relative residual at
+/// which conjugate gradients stop (the forcing term). Each product costs
+/// an evaluation of r, as the line search's trial point does, and Newton's
+/// steps far from the optimum are limited by the potential's curvature
+/// changing along them more than by the solve: on the shared rows (drafts
+/// without replacement, top 1000, n = 4) a quarter power, against the
+/// square root, takes 15% fewer products for the same iterations.
+const FORCING_POWER: f64 = 0.25;
 /// The share of r that the held variables must carry for the
 /// preconditioner's term along 1 on the free ones (`free_mode`): about the
 /// relative error of Hessian products by differences.
@@ -195,9 +203,9 @@ pub(crate) fn newton_by_conjugate_gradients(
     let start = dot(&residual, &residual).sqrt();
     // Inexact Newton (Eisenstat & Walker, SIAM J. Sci. Comput. 1996): far
     // from the optimum a rough solve of the Newton system does as well, and
-    // the forcing term sqrt(|g|) tightens as the gradient falls, which keeps
-    // the convergence superlinear.
-    let forcing = start.sqrt().clamp(CG_TOLERANCE, FORCING_MAX);
+    // the forcing term |g|^FORCING_POWER tightens as the gradient falls,
+    // which keeps the convergence superlinear (of order 1 + FORCING_POWER).
+    let forcing = start.powf(FORCING_POWER).clamp(CG_TOLERANCE, FORCING_MAX);
     let free_mode = free_mode(marginal, held);
     let precondition = |residual: &[f64]| -> Vec<f64> {
         let along = free_mode

@@ -63,7 +63,7 @@ use rayon::prelude::*;
 use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
 use crate::selection::{Assignment, NEGLIGIBLE, ORDER, left_end, left_end_from_power, nodes_from};
-use crate::thresholds::{BUCKETED_FROM, TOKENS_PER_TASK};
+use crate::thresholds::BUCKETED_FROM;
 
 /// The rule in c starts at c a_max = x_0 (`nodes_from`) and sums its
 /// infinite left end from its first LEFT_END_NODES nodes (`left_end`):
@@ -1234,9 +1234,8 @@ impl Tail {
 /// Σ_i x^i (-δ)^i / i!, x = k a_b c.
 struct TailBuckets<const O: usize> {
     tokens: Assignment,
-    /// Per occupied bucket b (ascending a_b) and row m <= n +
-    /// EXTRA_TERMS, the left part's sums over the buckets up to b
-    /// (`left_sums`).
+    /// Per row m <= n + EXTRA_TERMS and occupied bucket b (ascending
+    /// a_b), the left part's sums over the buckets up to b (`left_sums`).
     left: Vec<Vec<LeftSeries>>,
     centre: Vec<f64>,
     extra: Vec<usize>,
@@ -1256,29 +1255,42 @@ impl<const O: usize> TailBuckets<O> {
             let b = index[buckets.slot[x] as usize];
             extra[b] = extra[b].max(d);
         }
-        let empty = || -> Vec<Vec<[f64; O]>> {
-            (extra.iter()).map(|&d| vec![[0.0; O]; n + d + 1]).collect()
-        };
-        let moments = (clocks.tail.par_iter().enumerate())
-            .with_min_len(TOKENS_PER_TASK)
-            .fold(empty, |mut moments, (x, &y)| {
-                let b = index[buckets.slot[x] as usize];
-                let offsets = series_in_offset::<O>(buckets.delta[x]);
-                let mut power = 1.0;
-                for row in moments[b].iter_mut().take(n + clocks.extra[x] + 1) {
-                    row.iter_mut()
-                        .zip(&offsets)
-                        .for_each(|(m, o)| *m += power * o);
-                    power *= q[y];
+        // The tail tokens by bucket (a counting sort), so that each bucket's
+        // moments are one task's: a pass over the tokens on one thread
+        // would leave the pool's other worker idle long enough to fall
+        // asleep, and the node sums that follow would wait for it to wake.
+        let mut start = vec![0; occupied.len() + 1];
+        for &slot in &buckets.slot {
+            start[index[slot as usize] + 1] += 1;
+        }
+        for b in 0..occupied.len() {
+            start[b + 1] += start[b];
+        }
+        let mut by_bucket = vec![0; clocks.tail.len()];
+        let mut next = start.clone();
+        for (x, &slot) in buckets.slot.iter().enumerate() {
+            let b = index[slot as usize];
+            by_bucket[next[b]] = x;
+            next[b] += 1;
+        }
+        let reciprocals = reciprocals::<O>();
+        let moments: Vec<Vec<[f64; O]>> = (0..occupied.len())
+            .into_par_iter()
+            .map(|b| {
+                let mut moments = vec![[0.0; O]; n + extra[b] + 1];
+                for &x in &by_bucket[start[b]..start[b + 1]] {
+                    let offsets = series_in_offset(buckets.delta[x], &reciprocals);
+                    let mut power = 1.0;
+                    for row in moments.iter_mut().take(n + clocks.extra[x] + 1) {
+                        row.iter_mut()
+                            .zip(&offsets)
+                            .for_each(|(m, o)| *m += power * o);
+                        power *= q[clocks.tail[x]];
+                    }
                 }
                 moments
             })
-            .reduce(empty, |mut sums, other| {
-                for (x, y) in sums.iter_mut().flatten().zip(other.iter().flatten()) {
-                    x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
-                }
-                sums
-            });
+            .collect();
         let centre: Vec<f64> = occupied.iter().map(|&s| buckets.centre[s]).collect();
         let left = left_sums(&centre, &moments, n);
         Self {
@@ -1314,7 +1326,7 @@ impl<const O: usize> TailBuckets<O> {
                 power *= -x / (p + 1) as f64;
             }
             for (e, entry) in row.iter_mut().enumerate() {
-                *entry += (self.left[last][k + e].iter().zip(&powers))
+                *entry += (self.left[k + e][last].iter().zip(&powers))
                     .map(|(m, p)| m * p)
                     .sum::<f64>();
             }
@@ -1468,17 +1480,21 @@ impl<const O: usize> TailBuckets<O> {
     }
 }
 
-/// The left part's sums (`LEFT_REACH`) per bucket b, ascending in a_b:
-/// Σ_(b' <= b) (a_b' / a_b)^p S_b'(m, p), S_b(m, p) = Σ_(y in b) q^m (1 +
-/// δ_y)^p = Σ_i (-1)^i p! / (p - i)! moments_b(m, i) from the bucket's
-/// moments Σ q^m (-δ)^i / i!; the terms i >= O that those leave out are
-/// below (p |δ|)^O / O! of S_b, times at most 0.54^p / p! in the series.
+/// The left part's sums (`LEFT_REACH`) per row m <= n + EXTRA_TERMS and
+/// bucket b, ascending in a_b: Σ_(b' <= b) (a_b' / a_b)^p S_b'(m, p),
+/// S_b(m, p) = Σ_(y in b) q^m (1 + δ_y)^p = Σ_i (-1)^i p! / (p - i)!
+/// moments_b(m, i) from the bucket's moments Σ q^m (-δ)^i / i!; the terms
+/// i >= O that those leave out are below (p |δ|)^O / O! of S_b, times at
+/// most 0.54^p / p! in the series. The rows are independent (each a
+/// running sum over the buckets), so they go in parallel: run on the
+/// calling thread, this pass would leave the pool's other worker idle
+/// long enough to fall asleep, and the node sums that follow would wait
+/// for it to wake.
 fn left_sums<const O: usize>(
     centre: &[f64],
     moments: &[Vec<[f64; O]>],
     n: usize,
 ) -> Vec<Vec<LeftSeries>> {
-    let rows = n + EXTRA_TERMS + 1;
     // Column i: (-1)^i p! / (p - i)! for each p (zero below i).
     let coefficients: Vec<LeftSeries> = (0..O)
         .map(|i| {
@@ -1494,38 +1510,52 @@ fn left_sums<const O: usize>(
             })
         })
         .collect();
-    let mut left: Vec<Vec<LeftSeries>> = Vec::with_capacity(centre.len());
-    for (b, bucket) in moments.iter().enumerate() {
-        let mut sums = match b.checked_sub(1) {
-            Some(before) => {
-                let ratio = centre[before] / centre[b];
-                let mut scale = [1.0; LEFT_TERMS];
-                for p in 1..LEFT_TERMS {
-                    scale[p] = scale[p - 1] * ratio;
+    // (a_(b-1) / a_b)^p, which carries the sums from one bucket to the next.
+    let scales: Vec<LeftSeries> = (centre.windows(2))
+        .map(|pair| {
+            let ratio = pair[0] / pair[1];
+            let mut scale = [1.0; LEFT_TERMS];
+            for p in 1..LEFT_TERMS {
+                scale[p] = scale[p - 1] * ratio;
+            }
+            scale
+        })
+        .collect();
+    (0..n + EXTRA_TERMS + 1)
+        .into_par_iter()
+        .map(|m| {
+            let mut sums: Vec<LeftSeries> = Vec::with_capacity(centre.len());
+            for (b, bucket) in moments.iter().enumerate() {
+                let mut sum = match b.checked_sub(1) {
+                    Some(before) => std::array::from_fn(|p| scales[before][p] * sums[before][p]),
+                    None => [0.0; LEFT_TERMS],
+                };
+                if let Some(row) = bucket.get(m) {
+                    for (moment, column) in row.iter().zip(&coefficients) {
+                        (sum.iter_mut().zip(column)).for_each(|(s, c)| *s += c * moment);
+                    }
                 }
-                (left[before].iter())
-                    .map(|row| std::array::from_fn(|p| scale[p] * row[p]))
-                    .collect()
+                sums.push(sum);
             }
-            None => vec![[0.0; LEFT_TERMS]; rows],
-        };
-        for (sum, m) in sums.iter_mut().zip(bucket) {
-            for (moment, column) in m.iter().zip(&coefficients) {
-                (sum.iter_mut().zip(column)).for_each(|(s, c)| *s += c * moment);
-            }
-        }
-        left.push(sums);
-    }
-    left
+            sums
+        })
+        .collect()
 }
 
-/// (-δ)^i / i! for i < O.
-fn series_in_offset<const O: usize>(delta: f64) -> [f64; O] {
+/// (-δ)^i / i! for i < O, from `reciprocals` (`reciprocals::<O>`): a
+/// product per term, where a division per term would cost a token's
+/// moments as much as all their products.
+fn series_in_offset<const O: usize>(delta: f64, reciprocals: &[f64; O]) -> [f64; O] {
     let mut terms = [1.0; O];
     for i in 1..O {
-        terms[i] = terms[i - 1] * -delta / i as f64;
+        terms[i] = terms[i - 1] * -delta * reciprocals[i];
     }
     terms
+}
+
+/// 1 / i for 0 < i < O (entry 0 unused).
+fn reciprocals<const O: usize>() -> [f64; O] {
+    std::array::from_fn(|i| if i == 0 { 1.0 } else { 1.0 / i as f64 })
 }
 
 impl Potential for WithoutReplacement<'_> {
