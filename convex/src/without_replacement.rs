@@ -1240,6 +1240,9 @@ struct TailBuckets<const O: usize> {
     centre: Vec<f64>,
     extra: Vec<usize>,
     moments: Vec<Vec<[f64; O]>>,
+    /// Per occupied bucket, the offset δ that its tokens at one theta
+    /// share (its first token's).
+    shared_offset: Vec<f64>,
     /// Per slot of the assignment, its position among the occupied.
     index: Vec<usize>,
 }
@@ -1274,23 +1277,44 @@ impl<const O: usize> TailBuckets<O> {
             next[b] += 1;
         }
         let reciprocals = reciprocals::<O>();
-        let moments: Vec<Vec<[f64; O]>> = (0..occupied.len())
+        let (moments, shared_offset): (Vec<Vec<[f64; O]>>, Vec<f64>) = (0..occupied.len())
             .into_par_iter()
             .map(|b| {
+                let tokens = &by_bucket[start[b]..start[b + 1]];
+                // The tokens at the first one's theta (in a program, those
+                // held at a bound: most of a large tail) share its offset:
+                // their powers of q are summed first, and multiply its
+                // series once.
+                let shared = buckets.delta[tokens[0]];
+                let mut shared_sums = vec![0.0; n + extra[b] + 1];
                 let mut moments = vec![[0.0; O]; n + extra[b] + 1];
-                for &x in &by_bucket[start[b]..start[b + 1]] {
-                    let offsets = series_in_offset(buckets.delta[x], &reciprocals);
+                for &x in tokens {
+                    let rows = n + clocks.extra[x] + 1;
                     let mut power = 1.0;
-                    for row in moments.iter_mut().take(n + clocks.extra[x] + 1) {
+                    if buckets.delta[x] == shared {
+                        for sum in &mut shared_sums[..rows] {
+                            *sum += power;
+                            power *= q[clocks.tail[x]];
+                        }
+                        continue;
+                    }
+                    let offsets = series_in_offset(buckets.delta[x], &reciprocals);
+                    for row in &mut moments[..rows] {
                         row.iter_mut()
                             .zip(&offsets)
                             .for_each(|(m, o)| *m += power * o);
                         power *= q[clocks.tail[x]];
                     }
                 }
-                moments
+                let offsets = series_in_offset(shared, &reciprocals);
+                for (row, sum) in moments.iter_mut().zip(&shared_sums) {
+                    row.iter_mut()
+                        .zip(&offsets)
+                        .for_each(|(m, o)| *m += sum * o);
+                }
+                (moments, shared)
             })
-            .collect();
+            .unzip();
         let centre: Vec<f64> = occupied.iter().map(|&s| buckets.centre[s]).collect();
         let left = left_sums(&centre, &moments, n);
         Self {
@@ -1299,6 +1323,7 @@ impl<const O: usize> TailBuckets<O> {
             centre,
             extra,
             moments,
+            shared_offset,
             index,
         }
     }
@@ -1440,6 +1465,22 @@ impl<const O: usize> TailBuckets<O> {
                 table
             })
             .collect();
+        // Per bucket, the rows' polynomials at its shared offset
+        // (`shared_offset`), [set][j][e]: a token there takes them as they
+        // are, a product per row, where its own offset costs the bucket's
+        // order per row.
+        let at_shared: Vec<Vec<f64>> = (0..self.centre.len())
+            .into_par_iter()
+            .map(|b| {
+                if !occupied[b] {
+                    return Vec::new();
+                }
+                let powers = powers_of_offset::<O>(self.shared_offset[b]);
+                (tables[b].iter())
+                    .map(|row| row.iter().zip(&powers).map(|(r, d)| r * d).sum())
+                    .collect()
+            })
+            .collect();
         (clocks.tail.par_iter().enumerate())
             .map(|(x, &y)| {
                 if !wanted(y) {
@@ -1447,10 +1488,8 @@ impl<const O: usize> TailBuckets<O> {
                 }
                 let b = self.index[self.tokens.slot[x] as usize];
                 let delta = self.tokens.delta[x];
-                let mut delta_powers = [1.0; O];
-                for i in 1..O {
-                    delta_powers[i] = delta_powers[i - 1] * delta;
-                }
+                let shared = delta == self.shared_offset[b];
+                let delta_powers = powers_of_offset::<O>(delta);
                 // Per (set, j), the rows' polynomials in δ summed with
                 // their powers of q first (O sums side by side), then one
                 // polynomial: a row's own by Horner's rule would chain
@@ -1459,15 +1498,24 @@ impl<const O: usize> TailBuckets<O> {
                     let mut sum = 0.0;
                     for j in 0..n {
                         let mut power = q[y].powi(j as i32 + 1);
-                        let mut combined = [0.0; O];
-                        let rows = &tables[b][(set * n + j) * width..];
-                        for row in &rows[..=clocks.extra[x]] {
-                            (combined.iter_mut().zip(row)).for_each(|(c, r)| *c += power * r);
-                            power *= q[y];
-                        }
-                        let part: f64 = (combined.iter().zip(&delta_powers))
-                            .map(|(c, d)| c * d)
-                            .sum();
+                        let first = (set * n + j) * width;
+                        let part = if shared {
+                            let mut part = 0.0;
+                            for value in &at_shared[b][first..=first + clocks.extra[x]] {
+                                part += power * value;
+                                power *= q[y];
+                            }
+                            part
+                        } else {
+                            let mut combined = [0.0; O];
+                            for row in &tables[b][first..=first + clocks.extra[x]] {
+                                (combined.iter_mut().zip(row)).for_each(|(c, r)| *c += power * r);
+                                power *= q[y];
+                            }
+                            (combined.iter().zip(&delta_powers))
+                                .map(|(c, d)| c * d)
+                                .sum()
+                        };
                         sum += if j % 2 == 0 { part } else { -part };
                     }
                     sum
@@ -1551,6 +1599,15 @@ fn series_in_offset<const O: usize>(delta: f64, reciprocals: &[f64; O]) -> [f64;
         terms[i] = terms[i - 1] * -delta * reciprocals[i];
     }
     terms
+}
+
+/// δ^i for i < O.
+fn powers_of_offset<const O: usize>(delta: f64) -> [f64; O] {
+    let mut powers = [1.0; O];
+    for i in 1..O {
+        powers[i] = powers[i - 1] * delta;
+    }
+    powers
 }
 
 /// 1 / i for 0 < i < O (entry 0 unused).
