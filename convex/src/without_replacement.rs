@@ -130,25 +130,27 @@ const SURE_ARRIVALS: f64 = 900.0;
 const CLOCK_NEGLIGIBLE: f64 = 1e-18;
 /// Width in theta of the buckets of a tail of fewer than `BUCKETED_FROM`
 /// tokens, and the Taylor terms in each token's offset δ = a / a_b - 1
-/// that its sums take: |δ| <= e^(1/16) - 1 < 0.0646, and e^(-x (1 + δ)) =
+/// that its sums take: |δ| <= e^(1/8) - 1 < 0.134, and e^(-x (1 + δ)) =
 /// e^(-x) Σ_i (-x δ)^i / i! cut after WIDE_ORDER terms leaves at most
-/// |δ|^WIDE_ORDER (WIDE_ORDER / e)^WIDE_ORDER / WIDE_ORDER! < 3e-18 of the
-/// token's term over all x (its largest at x = WIDE_ORDER). A sum over
-/// buckets costs about the same per bucket and node for any order up to
-/// this, and a small tail spreads thin over the other schemes' buckets
-/// (`Assignment::new`, 9 terms), so buckets four times as wide take fewer
-/// sums; a large tail fills its buckets, and its per-token terms, which
-/// grow with the order, keep the narrow ones.
-const WIDE_BUCKET: f64 = 1.0 / 8.0;
-const WIDE_ORDER: usize = 14;
+/// max_x (x |δ|)^O e^(-x (1 - |δ|)) / O! = (|δ| / (1 - |δ|))^O (O / e)^O
+/// / O! < 1e-18 of the token's term over all x (O = WIDE_ORDER). A sum
+/// over buckets costs about the same per bucket and node for any order
+/// up to this, and a small tail spreads thin over the other schemes'
+/// buckets (`Assignment::new`, 9 terms), so buckets eight times as wide
+/// take fewer sums (on the shared rows at top 1000, n = 4, 4% fewer
+/// seconds a solve than buckets half as wide with 14 terms); a large tail
+/// fills its buckets, and its per-token terms, which grow with the order,
+/// keep the narrow ones.
+const WIDE_BUCKET: f64 = 1.0 / 4.0;
+const WIDE_ORDER: usize = 21;
 /// A bucket whose x = k a_b c is at most LEFT_REACH at a node in c joins
 /// the tail's moments there through power series in x shared by every
 /// such bucket (`left_sums`): Σ_y q^m e^(-k a_y c) = Σ_p (-k c a)^p / p!
 /// Σ_y q^m (a_y / a)^p for any a with every k a_y c <= LEFT_REACH (1 +
-/// |δ|) < 0.54 (|δ| below e^(1/16) - 1), cut after LEFT_TERMS terms with a
-/// remainder below 0.54^16 / 16! < 2e-18 of Σ q^m, against a value of at
-/// least e^(-0.54) of it, in sums whose terms exceed the value by at most
-/// e^1.08. Most of a bucket's nodes in c lie there (from 1e-5 / a_max to
+/// |δ|) < 0.57 (|δ| below e^(1/8) - 1), cut after LEFT_TERMS terms with a
+/// remainder below 0.57^16 / 16! < 6e-18 of Σ q^m, against a value of at
+/// least e^(-0.57) of it, in sums whose terms exceed the value by at most
+/// e^1.14. Most of a bucket's nodes in c lie there (from 1e-5 / a_max to
 /// LEFT_REACH / a_b), so its nodes past them (to NEGLIGIBLE / a_b, ln(120)
 /// / h of them) are the only ones it costs on its own.
 const LEFT_REACH: f64 = 0.5;
