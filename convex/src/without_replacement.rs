@@ -51,7 +51,7 @@
 //! costs O(V n d) series terms (d the terms a token's series needs) plus
 //! O(exact n² + n d) per pair of nodes, not O(V n²) per pair (the nodes in
 //! c in parallel; the nodes in t whose share of P(world) is negligible
-//! left out, `CLOCK_NEGLIGIBLE`). The Newton direction comes from
+//! left out, `CLOCK_NEGLIGIBLE_OF_ERROR`). The Newton direction comes from
 //! conjugate gradients on differences of r on a coarser grid
 //! (`Grid::Coarse`), on the free tokens alone, preconditioned by the
 //! Hessian's exact diagonal.
@@ -123,11 +123,17 @@ type Series = [f64; EXTRA_TERMS + 1];
 /// Expected arrivals, past 2n, beyond which a node in t is negligible
 /// (`head_cap`).
 const SURE_ARRIVALS: f64 = 900.0;
-/// The nodes in t whose contribution to P(world) is below this share of
-/// it are left out: the selected mass they carry is smaller still (at
-/// each time, the selected token's law sums to the density of the world's
-/// n-th arrival), and which nodes go depends on q alone, not on theta.
-const CLOCK_NEGLIGIBLE: f64 = 1e-18;
+/// The nodes in t whose contribution to P(world) is below its share
+/// `Grid::clock_negligible` are left out: the selected mass they carry is
+/// smaller still (at each time, the selected token's law sums to the
+/// density of the world's n-th arrival), and which nodes go depends on q
+/// alone, not on theta. The share is this much of the rule's relative
+/// error in t: 1e-18 on the fine rule, 1e-10 on the coarse one, where
+/// the rule starts at a floor set for its left end's error alone and its
+/// first nodes carry far less (down to 1e-15 of P(world) on the shared
+/// rows at top 1000, n = 4): leaving those out takes 7% of the seconds a
+/// solve there, 11% at top 100.
+const CLOCK_NEGLIGIBLE_OF_ERROR: f64 = 1e-4;
 /// Width in theta of the buckets of a tail of fewer than `BUCKETED_FROM`
 /// tokens, and the Taylor terms in each token's offset δ = a / a_b - 1
 /// that its sums take: |δ| <= e^(1/8) - 1 < 0.134, and e^(-x (1 + δ)) =
@@ -289,10 +295,10 @@ fn arrivals_below(arrivals: f64, n: usize) -> f64 {
     (-arrivals + k * (1.0 + (arrivals / k).ln())).exp()
 }
 
-/// The share of `CLOCK_NEGLIGIBLE` that the nodes past the last one of a
-/// clock pass may carry together, as a bound by `arrivals_below`: the rule
-/// sums a positive tail within a small factor of its integral, and every
-/// node it leaves out then carries less than `CLOCK_NEGLIGIBLE` alone, so
+/// The share of `Grid::clock_negligible` that the nodes past the last one
+/// of a clock pass may carry together, as a bound by `arrivals_below`: the
+/// rule sums a positive tail within a small factor of its integral, and
+/// every node it leaves out then carries less than that share alone, so
 /// the nodes kept are those that a pass over every node keeps.
 const CLOCK_TAIL_MARGIN: f64 = 1e-3;
 
@@ -300,8 +306,8 @@ const CLOCK_TAIL_MARGIN: f64 = 1e-3;
 /// each has rung by then with probability at least 1 - e^(-1/n), so at
 /// least μ = 2n + SURE_ARRIVALS arrivals are expected before it, and n - 1
 /// or fewer happen with probability below e^(-μ/8) < e^-112 (Chernoff's
-/// lower tail, (n - 1) <= μ/2): under `CLOCK_NEGLIGIBLE` of any world more
-/// likely than 1e-31.
+/// lower tail, (n - 1) <= μ/2): under the fine rule's negligible share
+/// (`Grid::clock_negligible`, 1e-18) of any world more likely than 1e-31.
 fn head_cap(n: usize) -> usize {
     let arrivals = 2.0 * n as f64 + SURE_ARRIVALS;
     (arrivals / -(-1.0 / n as f64).exp_m1()).ceil() as usize
@@ -440,6 +446,12 @@ impl Grid {
             Grid::Fine => FINE_CLOCKS,
             Grid::Coarse => COARSE_CLOCKS,
         }
+    }
+
+    /// The share of P(world) below which a node in t is left out
+    /// (`CLOCK_NEGLIGIBLE_OF_ERROR`).
+    fn clock_negligible(self) -> f64 {
+        CLOCK_NEGLIGIBLE_OF_ERROR * self.clock_error()
     }
 
     /// The relative error the rule in c aims at.
@@ -762,7 +774,7 @@ impl<'a> WithoutReplacement<'a> {
             world_so_far += densities[j].0;
             if j >= CLOCK_LEFT_NODES
                 && arrivals_below(arrivals, n)
-                    <= CLOCK_TAIL_MARGIN * CLOCK_NEGLIGIBLE * world_so_far
+                    <= CLOCK_TAIL_MARGIN * grid.clock_negligible() * world_so_far
             {
                 break;
             }
@@ -772,7 +784,7 @@ impl<'a> WithoutReplacement<'a> {
             .filter(|&j| {
                 // A node of the left end may weigh less than nothing.
                 let share = densities[j].0.abs();
-                share > 0.0 && share >= CLOCK_NEGLIGIBLE * whole
+                share > 0.0 && share >= grid.clock_negligible() * whole
             })
             .collect();
         let t: Vec<f64> = kept.iter().map(|&j| all_t[j]).collect();
