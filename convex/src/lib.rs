@@ -735,7 +735,13 @@ impl ConvexSolver {
         // the log-ratio model's start where it is better.
         let mut solve = |side: Side, potential: &WithoutReplacement, q: &[f64], p: &[f64]| {
             let program = side.program(potential, p);
-            let guess = log_ratio_start(q, p, program.bounds, potential.selected_mass());
+            // The selected mass makes the potential's fine grid: none for
+            // a side without tokens, which the program returns at once.
+            let guess = if p.is_empty() {
+                Vec::new()
+            } else {
+                log_ratio_start(q, p, program.bounds, potential.selected_mass())
+            };
             program.minimise_from_better(
                 guess,
                 0.5 * self.tolerance,
