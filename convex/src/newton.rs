@@ -141,8 +141,8 @@ const FORCING_MAX: f64 = 0.3;
 /// an evaluation of r, as the line search's trial point does, and Newton's
 /// steps far from the optimum are limited by the potential's curvature
 /// changing along them more than by the solve: on the shared rows (drafts
-/// without replacement, top 1000, n = 4) a quarter power, against the
-/// square root, takes 15% fewer products for the same iterations.
+/// without replacement, top 1000, n = 4) a quarter power takes fewer
+/// products than the square root for the same iterations.
 const FORCING_POWER: f64 = 0.25;
 /// The share of r that the held variables must carry for the
 /// preconditioner's term along 1 on the free ones (`free_mode`): about the

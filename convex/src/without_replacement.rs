@@ -131,8 +131,8 @@ const SURE_ARRIVALS: f64 = 900.0;
 /// error in t: 1e-18 on the fine rule, 1e-10 on the coarse one, where
 /// the rule starts at a floor set for its left end's error alone and its
 /// first nodes carry far less (down to 1e-15 of P(world) on the shared
-/// rows at top 1000, n = 4): leaving those out takes 7% of the seconds a
-/// solve there, 11% at top 100.
+/// rows at top 1000, n = 4), so the coarse rule loses a few nodes at each
+/// end (figures in benches/README.md, "The schemes grid").
 const CLOCK_NEGLIGIBLE_OF_ERROR: f64 = 1e-4;
 /// Width in theta of the buckets of a tail of fewer than `BUCKETED_FROM`
 /// tokens, and the Taylor terms in each token's offset δ = a / a_b - 1
@@ -143,8 +143,9 @@ const CLOCK_NEGLIGIBLE_OF_ERROR: f64 = 1e-4;
 /// over buckets costs about the same per bucket and node for any order
 /// up to this, and a small tail spreads thin over the other schemes'
 /// buckets (`Assignment::new`, 9 terms), so buckets eight times as wide
-/// take fewer sums (on the shared rows at top 1000, n = 4, 4% fewer
-/// seconds a solve than buckets half as wide with 14 terms); a large tail
+/// take fewer sums (with the offset its tokens at one theta share,
+/// `TailBuckets::shared_offset`, fewer than buckets half as wide with 14
+/// terms: benches/README.md, "The schemes grid"); a large tail
 /// fills its buckets, and its per-token terms, which grow with the order,
 /// keep the narrow ones.
 const WIDE_BUCKET: f64 = 1.0 / 4.0;
@@ -1442,8 +1443,8 @@ impl<const O: usize> TailBuckets<O> {
         // A bucket's table costs O times the sums at one offset over the
         // nodes (`sums_at_weight`), and each offset's sums from it O per
         // row more: a bucket of at most O / 2 offsets takes the sums at
-        // each of them instead (on the shared rows at n = 4, 19% fewer
-        // seconds a solve at top 100 and 7% at top 1000).
+        // each of them instead (figures in benches/README.md, "The
+        // schemes grid").
         let direct: Vec<bool> = (own.iter().zip(&shares))
             .map(|(&own, &shares)| own + shares as usize <= O / 2)
             .collect();
