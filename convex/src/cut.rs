@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use mdsd_bounds::{RATIO_BUCKETS, ratio_key_bucket, tokens_in_buckets};
 
-use crate::independent::product_without;
+use crate::potential::independent::product_without;
 
 /// Tokens whose keys are made in one pass and summed into their buckets
 /// while they are in L1.

@@ -24,11 +24,13 @@ use mdsd_core::{CoreError, Problem, SchemeKind, Solution, Solve, Status, Summary
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
-use crate::newton::{Evaluation, Potential, Program, REACH, Stop};
+use crate::budget::Budget;
+use crate::error::ConvexError;
+use crate::newton::{Evaluation, MAX_STEP_THETA, Potential, Program, Stop};
 use crate::numeric::curvature_floor;
 use crate::selection_rule::{Assembly, Counting, SelectionRule};
 use crate::thresholds::THETA_LIMIT;
-use crate::{ConvexError, Workspace, check_tolerance};
+use crate::workspace::Workspace;
 
 /// Default tau: P(some draft outside the truncation set) at most 1e-4.
 pub const DEFAULT_TRUNCATION: f64 = 1e-4;
@@ -47,9 +49,9 @@ const EMPTY: u32 = u32::MAX;
 pub struct GlobalResolution {
     /// tau: the largest probability of a draft outside the truncation set.
     pub truncation: f64,
-    /// Bound on each program's projected gradient (l1).
-    pub tolerance: f64,
-    pub max_iterations: usize,
+    /// Bound on each program's projected gradient (l1), and the cap on
+    /// each program's iterations.
+    pub budget: Budget,
     /// Most draft sets the two programs may enumerate together.
     pub enumeration_budget: usize,
 }
@@ -58,8 +60,7 @@ impl Default for GlobalResolution {
     fn default() -> Self {
         Self {
             truncation: DEFAULT_TRUNCATION,
-            tolerance: crate::DEFAULT_TOLERANCE,
-            max_iterations: crate::DEFAULT_MAX_ITERATIONS,
+            budget: Budget::default(),
             enumeration_budget: DEFAULT_ENUMERATION_BUDGET,
         }
     }
@@ -97,7 +98,7 @@ impl Solve for GlobalResolution {
     }
 
     fn check_settings(&self) -> Result<(), ConvexError> {
-        check_tolerance(self.tolerance, self.max_iterations)?;
+        self.budget.check()?;
         if !(0.0..1.0).contains(&self.truncation) {
             return Err(CoreError::setting("truncation", self.truncation, "in [0, 1)").into());
         }
@@ -148,35 +149,25 @@ impl Solve for GlobalResolution {
         );
         let outer_sets = DraftSets::enumerate(&outer_q, n, inner_q.iter().sum(), false);
         let inner_sets = DraftSets::enumerate(&inner_q, n, 0.0, true);
-        let side_tolerance = 0.5 * self.tolerance;
+        let side_budget = self.budget.share(0.5);
         let outer_solved = Program {
             name: "outer",
             potential: &outer_sets,
             p: &outer_p,
             bounds: (-THETA_LIMIT, 0.0),
             stop: Stop::ProjectedGradient,
-            reach: REACH,
+            reach: MAX_STEP_THETA,
         }
-        .minimise(
-            vec![0.0; outer_p.len()],
-            side_tolerance,
-            self.max_iterations,
-            &mut workspace,
-        )?;
+        .minimise(vec![0.0; outer_p.len()], &side_budget, &mut workspace)?;
         let inner_solved = Program {
             name: "inner",
             potential: &inner_sets,
             p: &inner_p,
             bounds: (-THETA_LIMIT, THETA_LIMIT),
             stop: Stop::ProjectedGradient,
-            reach: REACH,
+            reach: MAX_STEP_THETA,
         }
-        .minimise(
-            vec![0.0; inner_p.len()],
-            side_tolerance,
-            self.max_iterations,
-            &mut workspace,
-        )?;
+        .minimise(vec![0.0; inner_p.len()], &side_budget, &mut workspace)?;
 
         let (rule, iterations) = Assembly {
             vocabulary: v,
@@ -194,7 +185,7 @@ impl Solve for GlobalResolution {
             // Truncation costs at most tau of acceptance, the programs'
             // projected gradients at most their tolerance.
             status: Status::Converged {
-                tolerance: self.truncation + self.tolerance,
+                tolerance: self.truncation + self.budget.tolerance,
             },
             iterations,
             elapsed: start.elapsed(),

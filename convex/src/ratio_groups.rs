@@ -4,7 +4,7 @@
 //!
 //! At a KKT point of either program of the enumeration-free solver,
 //! `r_y = q_y g(theta_y)` with one increasing function g per program (the
-//! integral of module `selection` with q_y factored out), so every free
+//! integral of `potential::iid` with q_y factored out), so every free
 //! theta_y solves `g(theta_y) = p_y / q_y`: the optimal weights are an
 //! increasing function of the ratio alone. Tokens of nearly equal ratio thus
 //! get nearly equal weights, and tokens of equal weight enter phi only
@@ -32,11 +32,13 @@
 
 use mdsd_core::powi_count;
 
-use crate::independent::Independent;
-use crate::newton::{Potential, Program, REACH, Solved};
-use crate::selection::Selectable;
+use crate::budget::Budget;
+use crate::error::ConvexError;
+use crate::newton::{MAX_STEP_THETA, Potential, Program, Solved};
+use crate::potential::iid::Selectable;
+use crate::potential::independent::Independent;
 use crate::thresholds::GROUPED_START_FROM;
-use crate::{ConvexError, Workspace};
+use crate::workspace::Workspace;
 /// Mantissa bits of the ratio kept in a group's key at the finest level:
 /// groups of relative width at most 2^-GROUP_BITS. Each coarser level
 /// keeps COARSENING bits fewer.
@@ -57,6 +59,10 @@ const ODDS_CEILING: f64 = 65536.0;
 const MOST_CELLS: usize = 1 << 20;
 /// Most passes of `model_start`'s root search (see there).
 const MODEL_START_PASSES: usize = 100;
+/// The share of the program's tolerance its grouped program is solved to:
+/// tighter than the program itself, so that the grouped residual does not
+/// decide whether the interpolated start already meets the tolerance.
+const GROUPED_TOLERANCE_SHARE: f64 = 1.0 / 16.0;
 /// Ratios are clamped to [2^-64, 2^64]: p = 0 joins the lowest group.
 const RATIO_FLOOR: f64 = 5.421_010_862_427_522e-20;
 const RATIO_CEILING: f64 = 1.844_674_407_370_955_2e19;
@@ -123,31 +129,23 @@ impl Groupable for Independent<'_> {
 /// starts from `model_start`.
 pub(crate) fn minimise<P: Groupable>(
     program: &Program<P>,
-    tolerance: f64,
-    max_iterations: usize,
+    budget: &Budget,
     workspace: &mut Workspace,
 ) -> Result<Solved, ConvexError> {
-    minimise_from(
-        program,
-        Some(GROUP_BITS),
-        tolerance,
-        max_iterations,
-        workspace,
-    )
+    minimise_from(program, Some(GROUP_BITS), budget, workspace)
 }
 
 fn minimise_from<P: Groupable>(
     program: &Program<P>,
     bits: Option<u32>,
-    tolerance: f64,
-    max_iterations: usize,
+    budget: &Budget,
     workspace: &mut Workspace,
 ) -> Result<Solved, ConvexError> {
     let warm = bits
         .filter(|_| program.p.len() >= GROUPED_START_FROM)
-        .and_then(|bits| warm_start(program, bits, tolerance, max_iterations, workspace));
+        .and_then(|bits| warm_start(program, bits, budget, workspace));
     let (start, grouped_iterations) = warm.unwrap_or_else(|| (model_start(program), 0));
-    let mut solved = program.minimise(start, tolerance, max_iterations, workspace)?;
+    let mut solved = program.minimise(start, budget, workspace)?;
     solved.iterations += grouped_iterations;
     Ok(solved)
 }
@@ -203,8 +201,7 @@ impl Odds {
 fn warm_start<P: Groupable>(
     program: &Program<P>,
     bits: u32,
-    tolerance: f64,
-    max_iterations: usize,
+    budget: &Budget,
     workspace: &mut Workspace,
 ) -> Option<(Vec<f64>, usize)> {
     let (laws, p) = (program.potential.laws(), program.p);
@@ -278,15 +275,14 @@ fn warm_start<P: Groupable>(
         p: &grouped_p,
         bounds: program.bounds,
         stop: program.stop,
-        reach: REACH,
+        reach: MAX_STEP_THETA,
     };
     // Solved tighter than the program itself, so that its residual does not
     // decide whether the interpolated start already meets the tolerance.
     let grouped = minimise_from(
         &grouped,
         bits.checked_sub(COARSENING),
-        tolerance / 16.0,
-        max_iterations,
+        &budget.share(GROUPED_TOLERANCE_SHARE),
         workspace,
     )
     .ok()?;
@@ -446,7 +442,7 @@ mod tests {
                 p: &p,
                 bounds,
                 stop: Stop::ProjectedGradient,
-                reach: REACH,
+                reach: MAX_STEP_THETA,
             };
             let start = model_start(&program);
             assert!(start.iter().all(|t| (bounds.0..=bounds.1).contains(t)));
@@ -502,14 +498,18 @@ mod tests {
                 p: &p,
                 bounds: (0.0, 40.0),
                 stop: Stop::ProjectedGradient,
-                reach: REACH,
+                reach: MAX_STEP_THETA,
             };
             let tolerance = 1e-8;
+            let budget = Budget {
+                tolerance,
+                max_iterations: 100,
+            };
             let mut workspace = Workspace::new();
-            assert!(warm_start(&program, GROUP_BITS, tolerance, 100, &mut workspace).is_some());
-            let grouped = minimise(&program, tolerance, 100, &mut workspace).unwrap();
+            assert!(warm_start(&program, GROUP_BITS, &budget, &mut workspace).is_some());
+            let grouped = minimise(&program, &budget, &mut workspace).unwrap();
             let direct = program
-                .minimise(model_start(&program), tolerance, 100, &mut workspace)
+                .minimise(model_start(&program), &budget, &mut workspace)
                 .unwrap();
             let apart: f64 = (grouped.marginal.iter().zip(&direct.marginal))
                 .map(|(a, b)| (a - b).abs())

@@ -3,9 +3,9 @@
 
 use rayon::prelude::*;
 
-use crate::Workspace;
 use crate::newton::Solved;
 use crate::thresholds::PARALLEL_FROM;
+use crate::workspace::Workspace;
 
 /// How drafts of one token count in the softmax.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 /// Programs of at least this many tokens evaluate r, phi and the rows of
 /// the Hessian's factor through buckets of theta (module
-/// `selection::buckets`), whose node sums cost per bucket; below, tokens
+/// `potential::iid::buckets`), whose node sums cost per bucket; below, tokens
 /// rarely share a bucket and go one by one. Bucketed passes run on rayon's
 /// pool, so this is at least [`PARALLEL_FROM`].
 pub(crate) const BUCKETED_FROM: usize = 8192;

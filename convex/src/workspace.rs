@@ -24,8 +24,8 @@ use crate::thresholds::KEPT_FROM;
 /// Vectors kept by one workspace.
 const KEPT: usize = 16;
 
-/// Reusable memory for solves of [`ConvexSolver`](crate::ConvexSolver):
-/// hold one and pass it to [`ConvexSolver::solve_with`](crate::ConvexSolver::solve_with) to keep a
+/// Reusable memory for solves of [`ConvexSolver`](crate::solver::ConvexSolver):
+/// hold one and pass it to [`ConvexSolver::solve_with`](crate::solver::ConvexSolver::solve_with) to keep a
 /// program's vectors between solves. Every method leaves it as it found
 /// it apart from the vectors it keeps; it holds no results.
 #[derive(Debug, Default)]

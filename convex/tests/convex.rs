@@ -4,7 +4,7 @@
 use mdsd_benches::small_problems;
 use mdsd_bounds::{acceptance_upper_bound, optimal_acceptance};
 use mdsd_convex::{
-    ConvexError, ConvexSolver, DEFAULT_TOLERANCE, GlobalResolution, resolvable_drafts,
+    Budget, ConvexError, ConvexSolver, DEFAULT_TOLERANCE, GlobalResolution, resolvable_drafts,
 };
 use mdsd_core::{DraftScheme, Method, Problem, SchemeKind, Solve};
 use proptest::prelude::*;
@@ -64,7 +64,10 @@ fn check_global_resolution(problem: &Problem) -> Result<(), TestCaseError> {
     let tolerance = 1e-9;
     let solver = GlobalResolution {
         truncation: 0.0,
-        tolerance,
+        budget: Budget {
+            tolerance,
+            ..Budget::default()
+        },
         ..GlobalResolution::default()
     };
     let solution = solver
@@ -164,7 +167,7 @@ fn global_resolution_on_real_rows() {
     let solution = solver.solve(&problem).unwrap();
     assert!(
         solution.summary.acceptance
-            >= solution.summary.alpha_star - solver.truncation - solver.tolerance
+            >= solution.summary.alpha_star - solver.truncation - solver.budget.tolerance
     );
     assert!(solution.summary.acceptance <= solution.summary.alpha_star + 1e-12);
     // Top 1000, four drafts: C(|T|, <= 4) sets exceed the budget.

@@ -43,7 +43,7 @@ fn check(problem: &Problem) -> Result<(), TestCaseError> {
     );
     prop_assert!((cut(problem, &s.certificate) - s.alpha_star).abs() < 1e-12);
     prop_assert!(
-        s.alpha_star - s.acceptance <= solver.tolerance,
+        s.alpha_star - s.acceptance <= solver.budget().tolerance,
         "interval [{}, {}] wider than the tolerance (alpha* {exact})",
         s.acceptance,
         s.alpha_star
@@ -65,7 +65,7 @@ fn check_without_replacement(problem: &Problem) -> Result<(), TestCaseError> {
         s.acceptance
     );
     prop_assert!(
-        s.acceptance >= exact - solver.tolerance,
+        s.acceptance >= exact - solver.budget().tolerance,
         "acceptance {} short of alpha* {exact} by more than the tolerance",
         s.acceptance
     );
@@ -107,7 +107,7 @@ fn real_rows_at_two_temperatures() {
             let problem = Problem::new(p.clone(), drafts).unwrap();
             let s = solver.solve(&problem).unwrap().summary;
             assert!(
-                s.alpha_star - s.acceptance <= solver.tolerance,
+                s.alpha_star - s.acceptance <= solver.budget().tolerance,
                 "row {r}, k {k:?}"
             );
             assert!((cut(&problem, &s.certificate) - s.alpha_star).abs() < 1e-12);
@@ -130,7 +130,7 @@ fn real_rows_without_replacement() {
             let problem = Problem::new(p.clone(), drafts).unwrap();
             let s = solver.solve(&problem).unwrap().summary;
             assert!(
-                s.alpha_star - s.acceptance <= solver.tolerance,
+                s.alpha_star - s.acceptance <= solver.budget().tolerance,
                 "row {r}, k {k}, n {n}"
             );
             assert!(s.acceptance <= s.alpha_star + 1e-9);
@@ -161,4 +161,139 @@ fn without_replacement_past_a_stalled_newton_step() {
     .unwrap();
     let problem = Problem::new(p, DraftScheme::without_replacement(q, 3).unwrap()).unwrap();
     check_without_replacement(&problem).unwrap();
+}
+
+/// A problem with drafts without replacement from exact probabilities.
+fn without_replacement(p: &[f64], q: &[f64], n: usize) -> Problem {
+    use mdsd_core::{Distribution, DraftScheme};
+    let p = Distribution::from_probs(p.to_vec()).unwrap();
+    let q = Distribution::from_probs(q.to_vec()).unwrap();
+    Problem::new(p, DraftScheme::without_replacement(q, n).unwrap()).unwrap()
+}
+
+/// Each of Newton's safeguards, on an instance where the iteration failed
+/// without it (each once a proptest failure, kept in
+/// `schemes.proptest-regressions` too): the solve reaches its tolerance.
+fn check_named(cases: &[(&str, &[f64], &[f64], usize)]) {
+    for &(name, p, q, n) in cases {
+        check_without_replacement(&without_replacement(p, q, n))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+/// Steps accepted below the crawl length (`CRAWL_STEP_LENGTH`): two tokens'
+/// r far below p and below the noise of the Hessian's products, so that
+/// Newton's direction is along that noise and the line search accepts
+/// steps near 1e-8 of it, each lowering the residual by rounding.
+#[test]
+fn wor_crawl_on_noise() {
+    check_named(&[(
+        "crawl",
+        &[
+            0.0002781574093987326,
+            1.0765752578645627e-7,
+            0.9997217349330755,
+        ],
+        &[0.5932822833254977, 0.4039743618769032, 0.002743354797599077],
+        3,
+    )]);
+}
+
+/// The change from the coarse rule to the fine one: a rough iteration that
+/// cycles between two points (a token of q 6e-4), and a step the rough
+/// objective accepts where the exact one would not (a token of p 1e-8 and
+/// q 6e-7).
+#[test]
+fn wor_rough_rule_regressions() {
+    check_named(&[
+        (
+            "rough cycle",
+            &[
+                1.1246959909873656e-9,
+                0.14234174140536998,
+                0.8576576421859746,
+                6.152839592441586e-7,
+            ],
+            &[
+                0.0006471113861372083,
+                0.43337993232522903,
+                0.10795448612358613,
+                0.4580184701650477,
+            ],
+            3,
+        ),
+        (
+            "rough step",
+            &[
+                9.627363839929563e-9,
+                9.627363839929563e-9,
+                0.9999999807452723,
+            ],
+            &[0.4456137373863276, 6.268561295121397e-7, 0.5543856357575428],
+            3,
+        ),
+    ]);
+}
+
+/// The move along 1 from a model of the held mass (`along_ones`): a token
+/// of p 3e-9 held at the lower bound with 1e-7 of selected mass, where
+/// Newton's step along 1 flips sign from one iteration to the next; a
+/// token of p 2.5e-7 held at the upper bound at 1.7e-7, where Newton's
+/// steps moved one free variable and then the other by noise.
+#[test]
+fn wor_held_mass_regressions() {
+    let tiny = 2.866082682409331e-9;
+    check_named(&[
+        (
+            "held at the lower bound",
+            &[
+                0.3124328951446227,
+                tiny,
+                tiny,
+                tiny,
+                tiny,
+                0.6875670933910465,
+            ],
+            &[
+                0.28743228459248477,
+                0.003944012782372168,
+                0.0,
+                0.0,
+                0.0,
+                0.7086237026251431,
+            ],
+            2,
+        ),
+        (
+            "held at the upper bound",
+            &[
+                0.37133699100070194,
+                0.6286627603285219,
+                2.4867077625751985e-7,
+            ],
+            &[0.9520908121520708, 0.0479091751684667, 1.26794623834134e-8],
+            2,
+        ),
+    ]);
+}
+
+/// The log-ratio direction after a line search that finds no step: every
+/// token drafted, one token's r far below its p and below the rounding of
+/// the others', whose curvature the products by differences cannot see.
+#[test]
+fn wor_log_ratio_regression() {
+    check_named(&[(
+        "log ratio",
+        &[
+            0.0012117144722086598,
+            0.998776900799514,
+            1.1384728277367176e-5,
+        ],
+        &[
+            0.9999660126152894,
+            6.878434926493668e-8,
+            3.39186003613966e-5,
+        ],
+        3,
+    )]);
 }

@@ -1,8 +1,8 @@
 //! The potential of the enumeration-free selection rule (`docs/DESIGN.md`
 //! §5): select one draft index with probability proportional to
 //! e^(theta of its token). Its value and gradient r are one-dimensional
-//! integrals per token (module `integrals`, on the nodes of module
-//! `nodes`); its Newton direction comes from the Hessian's structure, a
+//! integrals per token (module `integrals`, on the nodes of
+//! `potential::nodes`); its Newton direction comes from the Hessian's structure, a
 //! weighted graph Laplacian of node rank (module `hessian`); large programs
 //! sum over buckets of theta instead of tokens (module `buckets`), and
 //! module `sums` takes a program's node sums either way for the potential
@@ -11,21 +11,18 @@
 mod buckets;
 mod hessian;
 mod integrals;
-mod nodes;
 mod sums;
 
 pub(crate) use buckets::{Assignment, ORDER};
 pub(crate) use integrals::Selectable;
-pub(crate) use nodes::{
-    NEGLIGIBLE, Nodes, STEP, left_end, left_end_from_power, left_tail, nodes, nodes_from,
-};
 pub(crate) use sums::Sums;
 
 use mdsd_core::powi_count;
 
-use crate::Workspace;
 use crate::newton::{Evaluation, Potential};
+use crate::potential::nodes::Nodes;
 use crate::thresholds::BUCKETED_FROM;
+use crate::workspace::Workspace;
 
 impl Potential for Selectable<'_> {
     type Hessian = Nodes;

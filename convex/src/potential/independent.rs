@@ -1,7 +1,7 @@
 //! The selection potential for drafts from different draft models
 //! (`docs/DESIGN.md` §6b): draft i is drawn from its own law q_i, and the
 //! rule selects one draft index with probability proportional to e^(theta
-//! of its token), as for i.i.d. drafts (module `selection`).
+//! of its token), as for i.i.d. drafts (`potential::iid`).
 //!
 //! With a_y = e^(theta_y), `base_i` the mass of q_i on tokens drafted but
 //! never selected, s_i = base_i + Σ_y q_i(y) the mass of draft i's world
@@ -20,7 +20,7 @@
 //!   Π_{j≠i} phi_j dc` (1/S² = ∫ c e^(-cS) dc).
 //!
 //! The integrals use the i.i.d. rule's nodes (trapezoidal in ln c), and
-//! their sums over tokens run as the i.i.d. rule's (`selection::Sums`):
+//! their sums over tokens run as the i.i.d. rule's (`potential::iid::Sums`):
 //! through buckets of theta for large programs (per bucket, a series in
 //! each token's offset from its centre), so that each sum costs O(V)
 //! multiplications plus O(buckets x nodes) exponentials, however many
@@ -31,10 +31,11 @@
 //! tokens (`FreeHessian`), each 2n such sums, not by the i.i.d. Hessian's
 //! Woodbury structure.
 
-use crate::Workspace;
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
 use crate::numeric::{lane_sum, sum_where};
-use crate::selection::{STEP, Sums, left_tail, nodes};
+use crate::potential::iid::Sums;
+use crate::potential::nodes::{STEP, left_tail, nodes};
+use crate::workspace::Workspace;
 
 /// The selectable tokens of one side of a problem with independent drafts.
 pub(crate) struct Independent<'a> {
@@ -477,7 +478,7 @@ impl Potential for Independent<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selection::Selectable;
+    use crate::potential::iid::Selectable;
 
     /// r, by enumerating the draft tuples: the softmax of theta over each
     /// tuple's selectable drafts, weighted by the tuple's probability.

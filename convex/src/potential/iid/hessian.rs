@@ -36,12 +36,12 @@ use rayon::prelude::*;
 
 use super::buckets::Assignment;
 use super::integrals::Selectable;
-use super::nodes::{Nodes, STEP};
+use crate::potential::nodes::{Nodes, STEP};
 use mdsd_core::powi_count;
 
-use crate::Workspace;
 use crate::numeric::{SQUARING_FROM, curvature_floor, lane_sum, small_expm1};
 use crate::thresholds::TOKENS_PER_TASK;
+use crate::workspace::Workspace;
 
 /// Nodes with x = a c above this are left out of a token's (or a
 /// bucket's) row of U: e^(-40) is negligible, and 1 - δ x stays positive
@@ -481,9 +481,10 @@ mod tests {
     use nalgebra::{DMatrix, DVector};
 
     use super::{ROW_HORIZON, coarse_nodes, direction, exponential_table, exponentials};
-    use crate::Workspace;
     use crate::newton::Potential;
-    use crate::selection::{Nodes, Selectable};
+    use crate::potential::iid::Selectable;
+    use crate::potential::nodes::Nodes;
+    use crate::workspace::Workspace;
 
     /// A program of 30 tokens with weights spread over e^-6..e^1.5, some
     /// at theta = 0 held by their gradient, and undrafted mass.

@@ -5,10 +5,10 @@
 
 use rayon::prelude::*;
 
-use super::nodes::{NEGLIGIBLE, STEP};
-use crate::Workspace;
 use crate::numeric::small_expm1;
+use crate::potential::nodes::{NEGLIGIBLE, STEP};
 use crate::thresholds::TOKENS_PER_TASK;
+use crate::workspace::Workspace;
 
 /// Width of a bucket in theta: tokens sit within 1/64 of the centre, so
 /// |δ| = |a / a_b - 1| <= e^(1/64) - 1 < 0.0158.

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use super::buckets::{Assignment, Decays};
 use super::integrals::{NodeLogs, WeightedToken, moments, transform_by_token};
-use crate::Workspace;
 use crate::thresholds::BUCKETED_FROM;
+use crate::workspace::Workspace;
 
 /// A program's tokens at the weights a = e^theta, ready for node sums at
 /// the nodes they were made for.
@@ -126,7 +126,7 @@ fn doubled(kernel: &[f64], c: &[f64], growth: i32) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selection::nodes;
+    use crate::potential::nodes::nodes;
 
     /// Both ways give the same sums: 3000 tokens over weights e^-8..e^8,
     /// ten or so a bucket, transforms of weights of both signs (with and

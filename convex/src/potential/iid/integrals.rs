@@ -19,9 +19,9 @@
 //! on rayon's pool. Either way the tokens at theta = 0 are one token.
 
 use super::buckets::{Buckets, Decays};
-use super::nodes::{NEGLIGIBLE, Nodes, STEP, left_tail, nodes};
-use crate::Workspace;
 use crate::newton::Evaluation;
+use crate::potential::nodes::{NEGLIGIBLE, Nodes, STEP, left_tail, nodes};
+use crate::workspace::Workspace;
 use mdsd_core::powi_count;
 
 use crate::numeric::{SQUARING_FROM, small_expm1, sum_where};

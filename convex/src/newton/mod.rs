@@ -1,0 +1,264 @@
+//! Projected Newton for the box-constrained programs of every potential:
+//! minimise `potential(theta) - <p, theta>` over `lo <= theta <= hi`,
+//! where the potential's gradient is the selected-token marginal r.
+//!
+//! * this module: what a potential supplies (`Potential`, `Evaluation`), a
+//!   program (`Program`, `Stop`) and its entry points;
+//! * `iteration`: the loop, its stop rule and its budget;
+//! * `direction`: one iteration's direction and its safeguards;
+//! * `line_search`: Armijo backtracking along the projection arc;
+//! * `conjugate_gradients`: inexact Newton directions from Hessian
+//!   products, for the potentials that have no factorisation.
+
+mod conjugate_gradients;
+mod direction;
+mod iteration;
+mod line_search;
+
+pub(crate) use conjugate_gradients::newton_by_conjugate_gradients;
+
+use crate::budget::Budget;
+use crate::error::ConvexError;
+use crate::workspace::Workspace;
+
+/// Width of the ε-active set at the bounds, in theta.
+const ACTIVE_SET_WIDTH: f64 = 1e-3;
+/// Longest move of one variable in one iteration, in theta, for programs
+/// whose variables start near their optimum (`Program::reach`).
+pub(crate) const MAX_STEP_THETA: f64 = 4.0;
+
+/// A potential at one point: its value, its gradient r, and what its
+/// Newton direction needs (`H`, per potential).
+pub(crate) struct Evaluation<H> {
+    pub potential: f64,
+    /// r_y, the gradient in theta_y.
+    pub marginal: Vec<f64>,
+    pub hessian: H,
+}
+
+/// A convex function of theta whose gradient is a selected-token marginal.
+pub(crate) trait Potential: Sync {
+    type Hessian;
+    /// The potential at theta; large vectors come from `workspace`.
+    fn evaluate(&self, theta: &[f64], workspace: &mut Workspace) -> Evaluation<Self::Hessian>;
+    /// A descent direction from `at`: Newton's (or close to it) in the free
+    /// variables, zero on those `held` at a bound by their gradient. An
+    /// iterative solve may stop once the gradient its model predicts after
+    /// the step is within `enough` in l1 norm.
+    fn direction(
+        &self,
+        theta: &[f64],
+        at: &Evaluation<Self::Hessian>,
+        gradient: &[f64],
+        held: &[bool],
+        enough: f64,
+        workspace: &mut Workspace,
+    ) -> Vec<f64>;
+    /// The acceptance lost above which the iteration may take
+    /// `evaluate_rough` for `evaluate`, where the potential has a cheaper
+    /// evaluation: about its r's distance from the exact one in l1 norm
+    /// where that is known to be smaller (`Program::minimise_evaluated`).
+    fn rough_until(&self) -> Option<f64> {
+        None
+    }
+    /// The potential at theta on its cheaper rule (`rough_until`).
+    fn evaluate_rough(
+        &self,
+        theta: &[f64],
+        workspace: &mut Workspace,
+    ) -> Evaluation<Self::Hessian> {
+        self.evaluate(theta, workspace)
+    }
+    /// The potential at theta on its exact rule, where `rough` is its
+    /// evaluation there on the cheaper one (the iteration's change of
+    /// rule): a potential whose Newton direction takes something from a
+    /// rough evaluation may keep it.
+    fn refine(
+        &self,
+        theta: &[f64],
+        rough: Evaluation<Self::Hessian>,
+        workspace: &mut Workspace,
+    ) -> Evaluation<Self::Hessian> {
+        workspace.give(rough.marginal);
+        self.evaluate(theta, workspace)
+    }
+    /// Whether the potential's gradient is unchanged along theta + t·1
+    /// (weights that enter only through their ratios): the objective is
+    /// then linear along 1, and with no variable held its Newton system
+    /// is singular there.
+    fn flat_along_ones(&self) -> bool {
+        false
+    }
+    /// y -> the limit of r_y as theta_y grows with the other variables
+    /// fixed, P(y ∈ S; world), where the potential knows it
+    /// (`Program::saturation_steps`).
+    fn saturation(&self) -> Option<impl Fn(usize) -> f64 + '_> {
+        None::<fn(usize) -> f64>
+    }
+}
+
+/// When a program is solved.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stop {
+    /// The acceptance lost outside H*, Σ (r - p)+, is within the tolerance.
+    Excess,
+    /// The acceptance lost on H*, Σ (p - r)+, is within the tolerance.
+    Shortfall,
+    /// The projected gradient's l1 norm is within the tolerance (for
+    /// programs whose optimum need not reach p, such as truncated ones).
+    ProjectedGradient,
+}
+
+/// One program: minimise `potential(theta) - <p, theta>` over a box.
+pub(crate) struct Program<'a, P: Potential> {
+    pub name: &'static str,
+    pub potential: &'a P,
+    pub p: &'a [f64],
+    pub bounds: (f64, f64),
+    pub stop: Stop,
+    /// Longest move of one variable in one iteration: MAX_STEP_THETA keeps a
+    /// Newton step from throwing a variable of small curvature across the
+    /// box; a program whose variables must cross it to find a set (the
+    /// separating one) takes the box's width.
+    pub reach: f64,
+}
+
+pub(crate) struct Solved {
+    pub theta: Vec<f64>,
+    pub marginal: Vec<f64>,
+    pub iterations: usize,
+}
+
+impl<P: Potential> Program<'_, P> {
+    fn gradient(&self, r: &[f64], workspace: &mut Workspace) -> Vec<f64> {
+        let mut gradient = workspace.take(r.len());
+        gradient.extend(r.iter().zip(self.p).map(|(r, p)| r - p));
+        gradient
+    }
+
+    /// Whether theta_k is within `margin` of a bound that its gradient
+    /// pushes against.
+    fn held(&self, theta: f64, gradient: f64, margin: f64) -> bool {
+        let (lo, hi) = self.bounds;
+        (theta <= lo + margin && gradient > 0.0) || (theta >= hi - margin && gradient < 0.0)
+    }
+
+    fn residual(&self, theta: &[f64], r: &[f64]) -> f64 {
+        match self.stop {
+            Stop::Excess => r.iter().zip(self.p).map(|(r, p)| (r - p).max(0.0)).sum(),
+            Stop::Shortfall => r.iter().zip(self.p).map(|(r, p)| (p - r).max(0.0)).sum(),
+            Stop::ProjectedGradient => theta
+                .iter()
+                .zip(r.iter().zip(self.p).map(|(r, p)| r - p))
+                .filter(|&(&t, g)| !self.held(t, g, 0.0))
+                .map(|(_, g)| g.abs())
+                .sum(),
+        }
+    }
+
+    /// Projected Newton from `start` (one theta per token, clamped to the
+    /// box), within `budget`, with Armijo backtracking along the projection arc
+    /// (Bertsekas, SIAM J. Control Optim. 1982, "two-metric" projection):
+    /// variables held at a bound by their gradient do not move, the others
+    /// take the potential's Newton direction. Each accepted step decreases
+    /// the convex objective (far from the optimum, that of the potential's
+    /// rough rule where it has one: `minimise_evaluated`), and the
+    /// direction vanishes only at KKT points.
+    /// Own code: no maintained crate offers box-constrained Newton-type
+    /// minimisation (argmin's L-BFGS has no bounds).
+    pub fn minimise(
+        &self,
+        start: Vec<f64>,
+        budget: &Budget,
+        workspace: &mut Workspace,
+    ) -> Result<Solved, ConvexError> {
+        if self.p.is_empty() {
+            return Ok(Self::without_variables());
+        }
+        let (lo, hi) = self.bounds;
+        let mut theta = start;
+        theta.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
+        let rough = self.potential.rough_until().is_some();
+        let current = self.objective(&theta, rough, workspace);
+        self.minimise_evaluated(theta, current, budget, workspace)
+    }
+
+    /// The solution of a program without variables (a side of a problem
+    /// that holds no token): nothing to evaluate, where an evaluation
+    /// would still make the potential's grids from the other side's
+    /// tokens.
+    fn without_variables() -> Solved {
+        Solved {
+            theta: Vec::new(),
+            marginal: Vec::new(),
+            iterations: 0,
+        }
+    }
+
+    /// `minimise` from the better of a guessed start and theta = 0 (each
+    /// clipped to the box): a guess from a model of r can be far off where
+    /// the model fails (drafts without replacement of every token, where r
+    /// is a softmax and not proportional to q), and Newton from a point of
+    /// saturated weights can stall where it converges from 0. The
+    /// iteration starts from the evaluation that chose its start.
+    pub(crate) fn minimise_from_better(
+        &self,
+        guess: Vec<f64>,
+        budget: &Budget,
+        workspace: &mut Workspace,
+    ) -> Result<Solved, ConvexError> {
+        if self.p.is_empty() {
+            return Ok(Self::without_variables());
+        }
+        let (lo, hi) = self.bounds;
+        let guess: Vec<f64> = guess.into_iter().map(|t| t.clamp(lo, hi)).collect();
+        let zero = vec![0.0f64.clamp(lo, hi); guess.len()];
+        let rough = self.potential.rough_until().is_some();
+        let (at_guess, at_zero) = (
+            self.objective(&guess, rough, workspace),
+            self.objective(&zero, rough, workspace),
+        );
+        let (theta, current, other) = if at_guess.0 <= at_zero.0 {
+            (guess, at_guess, at_zero)
+        } else {
+            (zero, at_zero, at_guess)
+        };
+        workspace.give(other.1.marginal);
+        self.minimise_evaluated(theta, current, budget, workspace)
+    }
+
+    /// The objective and the potential's evaluation at theta on its exact
+    /// rule, from `rough`, its evaluation there on the rough one
+    /// (`Potential::refine`).
+    fn refined(
+        &self,
+        theta: &[f64],
+        rough: Evaluation<P::Hessian>,
+        workspace: &mut Workspace,
+    ) -> (f64, Evaluation<P::Hessian>) {
+        let evaluation = self.potential.refine(theta, rough, workspace);
+        (self.value(theta, &evaluation), evaluation)
+    }
+
+    /// The objective's value from the potential's evaluation at theta.
+    fn value(&self, theta: &[f64], evaluation: &Evaluation<P::Hessian>) -> f64 {
+        let linear: f64 = self.p.iter().zip(theta).map(|(p, t)| p * t).sum();
+        evaluation.potential - linear
+    }
+
+    /// The objective's value and the potential's evaluation, on its rough
+    /// rule where `rough`.
+    fn objective(
+        &self,
+        theta: &[f64],
+        rough: bool,
+        workspace: &mut Workspace,
+    ) -> (f64, Evaluation<P::Hessian>) {
+        let evaluation = if rough {
+            self.potential.evaluate_rough(theta, workspace)
+        } else {
+            self.potential.evaluate(theta, workspace)
+        };
+        (self.value(theta, &evaluation), evaluation)
+    }
+}

@@ -1,0 +1,306 @@
+//! The tokens of one side and what their clocks determine on each grid,
+//! from q alone: the nodes in t that carry P(world), the exact tokens and
+//! the tail's c-free parts (`Clocks`), made once per grid and shared by
+//! every evaluation.
+
+use super::grids::{CLOCK_LEFT_NODES, Grid, clock_nodes};
+use super::polynomials::{
+    CLOCK_TAIL_MARGIN, EXTRA_TERMS, Series, absorb, arrivals_below, clock, clock_series,
+    extra_terms, head_cap, powers_of, tail_polynomials, tail_sums,
+};
+use std::sync::OnceLock;
+
+/// A token is in the tail when n q t <= TAIL_REACH at every node in t.
+pub(super) const TAIL_REACH: f64 = 1.0;
+
+/// The tokens of one side of a problem with drafts without replacement.
+pub(crate) struct WithoutReplacement<'a> {
+    /// q of the selectable tokens.
+    pub(super) q: &'a [f64],
+    /// q of the tokens drafted but never selected.
+    pub(super) silent: &'a [f64],
+    /// q of the tokens whose drafting leaves the program's world (the
+    /// inner program's: all drafts in H).
+    pub(super) excluded: &'a [f64],
+    pub(super) n: usize,
+    /// n q t_max above which a token is an exact factor (`TAIL_REACH`;
+    /// the tests set 0, every token exact, to check the tail's series).
+    pub(super) tail_reach: f64,
+    /// The part of each grid that depends on q alone, made on first use.
+    pub(super) clocks: [OnceLock<Clocks>; 2],
+    /// P(y ∈ S; world) per selectable token (`inclusion`), made on first use.
+    pub(super) inclusion: OnceLock<Vec<f64>>,
+}
+
+/// What a grid's evaluations share, made from q alone: the nodes in t
+/// that carry P(world), the exact tokens and the tail's c-free parts.
+pub(super) struct Clocks {
+    /// Nodes and weights of the rule in t.
+    pub(super) t: Vec<f64>,
+    pub(super) weight: Vec<f64>,
+    /// P(world) and P(S = 0 in it).
+    pub(super) world: f64,
+    pub(super) empty: f64,
+    /// The selectable tokens whose clocks may ring by the last node (the
+    /// head, by descending q), and the tail's, with each tail token's
+    /// extra series terms.
+    pub(super) head: Vec<usize>,
+    pub(super) tail: Vec<usize>,
+    pub(super) extra: Vec<usize>,
+    /// Per node: how many head tokens are exact factors there (n q t above
+    /// `tail_reach`, a prefix of the head; the others join the tail's
+    /// series there), s and u of the head tokens (rows of
+    /// `head.len()`), the exact silent and excluded tokens' `(U, M)`, and
+    /// the survival e^(-t q) of the tail and the head tokens in it.
+    pub(super) exact: Vec<usize>,
+    pub(super) survival: Vec<f64>,
+    pub(super) arrived: Vec<f64>,
+    pub(super) background: Vec<(Vec<f64>, Vec<f64>)>,
+    pub(super) tail_survival: Vec<f64>,
+    /// Σ q^m over the silent tail, m <= n + EXTRA_TERMS.
+    pub(super) silent_moments: Vec<f64>,
+}
+
+/// How a token's drafting enters the world: selectable (z = e^(-a c)),
+/// silent (z = 1) or excluded (z = 0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Role {
+    Selectable,
+    Silent,
+    Excluded,
+}
+
+impl<'a> WithoutReplacement<'a> {
+    pub(crate) fn new(q: &'a [f64], silent: &'a [f64], excluded: &'a [f64], n: usize) -> Self {
+        Self {
+            q,
+            silent,
+            excluded,
+            n,
+            tail_reach: TAIL_REACH,
+            clocks: [OnceLock::new(), OnceLock::new()],
+            inclusion: OnceLock::new(),
+        }
+    }
+
+    /// P(S > 0 in the world): the total of r, whatever theta.
+    pub(crate) fn selected_mass(&self) -> f64 {
+        let clocks = self.clocks(Grid::Fine);
+        clocks.world - clocks.empty
+    }
+
+    pub(super) fn q_least(&self) -> f64 {
+        (self.q.iter().chain(self.silent).chain(self.excluded))
+            .filter(|&&q| q > 0.0)
+            .fold(f64::INFINITY, |m, &q| m.min(q))
+    }
+
+    pub(super) fn clocks(&self, grid: Grid) -> &Clocks {
+        let index = (grid == Grid::Coarse) as usize;
+        self.clocks[index].get_or_init(|| self.clock_pass(grid))
+    }
+
+    /// Every token with its q and role, by ascending q.
+    pub(super) fn tokens(&self) -> Vec<(f64, Role)> {
+        let mut tokens: Vec<(f64, Role)> = (self.q.iter().map(|&q| (q, Role::Selectable)))
+            .chain(self.silent.iter().map(|&q| (q, Role::Silent)))
+            .chain(self.excluded.iter().map(|&q| (q, Role::Excluded)))
+            .filter(|&(q, _)| q > 0.0)
+            .collect();
+        tokens.sort_by(|a, b| a.0.total_cmp(&b.0));
+        tokens
+    }
+
+    /// The nodes in t of `grid` that carry P(world), and the rest of
+    /// `Clocks`. Each node splits the tokens at n q t = `tail_reach` (the
+    /// tail's moments summed from the least q up, node by node from the
+    /// last), so a pass costs O(V) series terms plus the exact tokens.
+    pub(super) fn clock_pass(&self, grid: Grid) -> Clocks {
+        let n = self.n;
+        let series = clock_series(n);
+        let (all_t, all_weights) =
+            clock_nodes(n, self.q_least(), grid.steps(n).1, grid.clock_error());
+        let tokens = self.tokens();
+        let terms = n + EXTRA_TERMS + 1;
+        let in_tail = |q: f64, t: f64| n as f64 * q * t <= self.tail_reach;
+        let bound: Vec<usize> = (all_t.iter())
+            .map(|&t| tokens.partition_point(|&(q, _)| in_tail(q, t)))
+            .collect();
+        // Per node, the tail's Σ q^m over tokens drafted into the world
+        // (z = 1 there) and over the silent ones, and its q(tail).
+        let (mut open, mut silent, mut mass) = (vec![0.0; terms], vec![0.0; terms], 0.0);
+        let mut next = 0;
+        let mut moments = vec![(Vec::new(), Vec::new(), 0.0); all_t.len()];
+        for j in (0..all_t.len()).rev() {
+            for &(q, role) in &tokens[next..bound[j].max(next)] {
+                mass += q;
+                let mut power = 1.0;
+                for m in 0..terms {
+                    if role != Role::Excluded {
+                        open[m] += power;
+                    }
+                    if role == Role::Silent {
+                        silent[m] += power;
+                    }
+                    power *= q;
+                }
+            }
+            next = next.max(bound[j]);
+            moments[j] = (open.clone(), silent.clone(), mass);
+        }
+        // [M]_(n-1) with z = 1 on the world's tokens (P(world)), and with
+        // z = 0 on the selectable ones too (P(S = 0)), from the first node
+        // on until what the nodes after it can carry is negligible
+        // (`arrivals_below`).
+        let mut densities = vec![(0.0, 0.0); all_t.len()];
+        let mut world_so_far = 0.0;
+        for (j, &t) in all_t.iter().enumerate() {
+            let head = &tokens[bound[j]..];
+            if head.len() > head_cap(n) {
+                break;
+            }
+            let t_powers = powers_of(t);
+            let survival = (-t * moments[j].2).exp();
+            let tail_part = |sums: &[f64]| {
+                let table: Vec<Series> = (0..=n)
+                    .map(|k| std::array::from_fn(|e| sums.get(k + e).copied().unwrap_or(0.0)))
+                    .collect();
+                let (mut power, mut marked) = (vec![0.0; n], vec![0.0; n]);
+                tail_sums(&series, (t, &t_powers), &table, &mut power, &mut marked);
+                let (mut u, mut m) = (vec![0.0; n], vec![0.0; n]);
+                tail_polynomials(&power, &marked, survival, &mut u, &mut m);
+                (u, m)
+            };
+            let (mut world_u, mut world_m) = tail_part(&moments[j].0);
+            let (mut empty_u, mut empty_m) = tail_part(&moments[j].1);
+            // Each tail clock has rung by t with probability at least
+            // q t (1 - q t / 2) >= q t (1 - 1 / 2n) (n q t <= `tail_reach`).
+            let mut arrivals = t * moments[j].2 * (1.0 - 0.5 / n as f64);
+            for &(q, role) in head {
+                let (s, arrived) = clock(q, t);
+                arrivals += arrived;
+                let (world, empty) = match role {
+                    Role::Selectable => (arrived, 0.0),
+                    Role::Silent => (arrived, arrived),
+                    Role::Excluded => (0.0, 0.0),
+                };
+                absorb(
+                    &mut world_u,
+                    &mut world_m,
+                    s,
+                    world,
+                    if world > 0.0 { q * s } else { 0.0 },
+                );
+                absorb(
+                    &mut empty_u,
+                    &mut empty_m,
+                    s,
+                    empty,
+                    if empty > 0.0 { q * s } else { 0.0 },
+                );
+            }
+            densities[j] = (
+                all_weights[j] * world_m[n - 1],
+                all_weights[j] * empty_m[n - 1],
+            );
+            world_so_far += densities[j].0;
+            if j >= CLOCK_LEFT_NODES
+                && arrivals_below(arrivals, n)
+                    <= CLOCK_TAIL_MARGIN * grid.clock_negligible() * world_so_far
+            {
+                break;
+            }
+        }
+        let whole: f64 = densities.iter().map(|d| d.0).sum();
+        let kept: Vec<usize> = (0..all_t.len())
+            .filter(|&j| {
+                // A node of the left end may weigh less than nothing.
+                let share = densities[j].0.abs();
+                share > 0.0 && share >= grid.clock_negligible() * whole
+            })
+            .collect();
+        let t: Vec<f64> = kept.iter().map(|&j| all_t[j]).collect();
+        let weight: Vec<f64> = kept.iter().map(|&j| all_weights[j]).collect();
+        let world = kept.iter().map(|&j| densities[j].0).sum();
+        let empty = kept.iter().map(|&j| densities[j].1).sum();
+        self.split(t, weight, world, empty)
+    }
+
+    /// `Clocks` on the kept nodes: the tokens with n q t_max above
+    /// `tail_reach` exact, the rest in the tail.
+    pub(super) fn split(&self, t: Vec<f64>, weight: Vec<f64>, world: f64, empty: f64) -> Clocks {
+        let n = self.n;
+        let t_max = t.last().copied().unwrap_or(0.0);
+        let reach = |q: f64| n as f64 * q * t_max;
+        let exact = |q: f64| reach(q) > self.tail_reach;
+        let (mut head, tail): (Vec<usize>, Vec<usize>) =
+            (0..self.q.len()).partition(|&y| exact(self.q[y]));
+        head.sort_by(|&x, &y| self.q[y].total_cmp(&self.q[x]));
+        let exact_at: Vec<usize> = (t.iter())
+            .map(|&t| head.partition_point(|&y| n as f64 * self.q[y] * t > self.tail_reach))
+            .collect();
+        // q of the head tokens from x on, for the survival of those in the
+        // tail's series.
+        let mut head_after = vec![0.0; head.len() + 1];
+        for x in (0..head.len()).rev() {
+            head_after[x] = head_after[x + 1] + self.q[head[x]];
+        }
+        let extra = tail
+            .iter()
+            .map(|&y| extra_terms(reach(self.q[y])))
+            .collect();
+        let (survival, arrived) = t
+            .iter()
+            .flat_map(|&t| head.iter().map(move |&y| clock(self.q[y], t)))
+            .unzip();
+        let tail_mass: f64 = (tail.iter().map(|&y| self.q[y]))
+            .chain(
+                self.silent
+                    .iter()
+                    .chain(self.excluded)
+                    .copied()
+                    .filter(|&q| !exact(q)),
+            )
+            .sum();
+        let background = (t.iter())
+            .map(|&t| {
+                let (mut u, mut m) = (vec![0.0; n], vec![0.0; n]);
+                u[0] = 1.0;
+                for &q in self.silent.iter().filter(|&&q| exact(q)) {
+                    let (s, arrived) = clock(q, t);
+                    absorb(&mut u, &mut m, s, arrived, q * s);
+                }
+                for &q in self.excluded.iter().filter(|&&q| exact(q)) {
+                    absorb(&mut u, &mut m, (-q * t).exp(), 0.0, 0.0);
+                }
+                (u, m)
+            })
+            .collect();
+        let tail_survival = (t.iter().zip(&exact_at))
+            .map(|(&t, &exact)| (-t * (tail_mass + head_after[exact])).exp())
+            .collect();
+        let mut silent_moments = vec![0.0; n + EXTRA_TERMS + 1];
+        for &q in self.silent.iter().filter(|&&q| !exact(q)) {
+            let mut power = 1.0;
+            for m in silent_moments.iter_mut() {
+                *m += power;
+                power *= q;
+            }
+        }
+        Clocks {
+            t,
+            weight,
+            world,
+            empty,
+            head,
+            tail,
+            extra,
+            exact: exact_at,
+            survival,
+            arrived,
+            background,
+            tail_survival,
+            silent_moments,
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The potential against enumeration, and its parts against each other.
+
+use super::WithoutReplacement;
+use super::grids::*;
+use super::integrals::*;
+
+/// r and the potential by enumerating ordered draft tuples without
+/// replacement over every token (selectable, silent, excluded), the
+/// tuples with an excluded token left out.
+fn enumerated(
+    q: &[f64],
+    silent: &[f64],
+    excluded: &[f64],
+    n: usize,
+    theta: &[f64],
+) -> (Vec<f64>, f64, Vec<f64>) {
+    let all: Vec<f64> = q.iter().chain(silent).chain(excluded).copied().collect();
+    let (v, quiet) = (q.len(), q.len() + silent.len());
+    let mut r = vec![0.0; v];
+    let mut inclusion = vec![0.0; v];
+    let mut potential = 0.0;
+    fn walk(
+        all: &[f64],
+        n: usize,
+        tuple: &mut Vec<usize>,
+        prob: f64,
+        visit: &mut dyn FnMut(&[usize], f64),
+    ) {
+        if tuple.len() == n {
+            visit(tuple, prob);
+            return;
+        }
+        let left: f64 = (0..all.len())
+            .filter(|x| !tuple.contains(x))
+            .map(|x| all[x])
+            .sum();
+        for x in 0..all.len() {
+            if tuple.contains(&x) || all[x] == 0.0 {
+                continue;
+            }
+            tuple.push(x);
+            walk(all, n, tuple, prob * all[x] / left, visit);
+            tuple.pop();
+        }
+    }
+    walk(&all, n, &mut Vec::new(), 1.0, &mut |tuple, prob| {
+        if tuple.iter().any(|&x| x >= quiet) {
+            return;
+        }
+        let sum: f64 = tuple
+            .iter()
+            .filter(|&&x| x < v)
+            .map(|&x| theta[x].exp())
+            .sum();
+        for &x in tuple.iter().filter(|&&x| x < v) {
+            inclusion[x] += prob;
+        }
+        if sum > 0.0 {
+            potential += prob * sum.ln();
+            for &x in tuple.iter().filter(|&&x| x < v) {
+                r[x] += prob * theta[x].exp() / sum;
+            }
+        }
+    });
+    (r, potential, inclusion)
+}
+
+/// The double integrals match enumeration, for one to three drafts,
+/// with silent and excluded tokens.
+#[test]
+fn selected_law_and_potential_match_enumeration() {
+    // (selectable q, silent q, excluded q, n, theta).
+    type Case<'a> = (&'a [f64], &'a [f64], &'a [f64], usize, &'a [f64]);
+    let cases: [Case; 8] = [
+        (
+            &[0.14, 0.01, 0.12],
+            &[0.43, 0.3],
+            &[],
+            2,
+            &[0.0, 0.0, -0.14],
+        ),
+        (&[0.5, 0.3, 0.2], &[], &[], 2, &[0.0, -1.0, -3.0]),
+        (&[0.4, 0.1, 0.2], &[0.3], &[], 2, &[0.0, -0.5, -2.0]),
+        (&[0.25, 0.1], &[], &[0.6, 0.05], 2, &[0.0, 1.5]),
+        (
+            &[0.3, 0.2, 0.1, 0.15],
+            &[0.05],
+            &[0.2],
+            3,
+            &[-0.3, 0.0, -6.0, -1.0],
+        ),
+        (&[0.6, 0.4], &[], &[], 1, &[0.0, -2.0]),
+        // One clock of rate near 1 and three of 1e-6: the third
+        // arrival waits for the small ones.
+        (
+            &[
+                8.521596999241908e-7,
+                2.4720988959344064e-6,
+                0.9999963003822058,
+            ],
+            &[],
+            &[3.753591983484204e-7],
+            3,
+            &[5.0, 0.0, 2.0],
+        ),
+        // Every token drafted, the last after a wait of 1e8.
+        (
+            &[
+                0.004115015171448848,
+                0.9958849763166915,
+                8.511859722106488e-9,
+            ],
+            &[],
+            &[],
+            3,
+            &[-2.5, -11.3, -0.085],
+        ),
+    ];
+    for (q, silent, excluded, n, theta) in cases {
+        let potential = WithoutReplacement::new(q, silent, excluded, n);
+        let Integrals {
+            marginal: r,
+            potential: value,
+            ..
+        } = potential.integrals(theta, theta, Grid::Fine, false, None);
+        let (want_r, want_value, want_inclusion) = enumerated(q, silent, excluded, n, theta);
+        for (got, want) in r.iter().zip(&want_r) {
+            assert!((got - want).abs() < 1e-12, "n = {n}: r {got} vs {want}");
+        }
+        for (got, want) in potential.inclusion().iter().zip(&want_inclusion) {
+            assert!(
+                (got - want).abs() < 1e-12,
+                "n = {n}: inclusion {got} vs {want}"
+            );
+        }
+        assert!(
+            (value - want_value).abs() < 1e-11,
+            "n = {n}: {value} vs {want_value}"
+        );
+    }
+}
+
+/// Uniform draws on [0, 1) from a fixed xorshift stream.
+fn uniform_stream() -> impl FnMut() -> f64 {
+    let mut state = 0x9e3779b97f4a7c15u64;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Rates summing to 1: three large clocks, then 300 small ones spread
+/// over five decades.
+fn many_clocks(uniform: &mut impl FnMut() -> f64) -> Vec<f64> {
+    let mut q: Vec<f64> = vec![0.3, 0.15, 0.08];
+    q.extend((0..300).map(|_| 10f64.powf(-2.0 - 5.0 * uniform())));
+    let total: f64 = q.iter().sum();
+    q.iter_mut().for_each(|w| *w /= total);
+    q
+}
+
+/// The tail's series match the exact factors (every token exact when
+/// `tail_reach` is 0) on both grids, with many small clocks among
+/// selectable, silent and excluded tokens, one to four and eight drafts.
+#[test]
+fn tail_series_match_exact_factors() {
+    let mut uniform = uniform_stream();
+    for n in [1, 2, 3, 4, 8] {
+        let weights = many_clocks(&mut uniform);
+        let (q, rest) = weights.split_at(200);
+        let (silent, excluded) = rest.split_at(60);
+        let theta: Vec<f64> = (0..q.len()).map(|_| -4.0 + 5.0 * uniform()).collect();
+        for (silent, excluded) in [(silent, &[][..]), (&[][..], excluded), (silent, excluded)] {
+            let series = WithoutReplacement::new(q, silent, excluded, n);
+            let mut exact = WithoutReplacement::new(q, silent, excluded, n);
+            exact.tail_reach = 0.0;
+            for grid in [Grid::Fine, Grid::Coarse] {
+                assert!(series.clocks(grid).tail.len() > 100, "n = {n}: tail");
+                assert!(exact.clocks(grid).tail.is_empty());
+                let Integrals {
+                    marginal: r,
+                    potential: value,
+                    diagonal,
+                } = series.integrals(&theta, &theta, grid, true, None);
+                let want = exact.integrals(&theta, &theta, grid, true, None);
+                let (want_r, want_value) = (want.marginal, want.potential);
+                for (y, (got, want)) in diagonal.iter().zip(&want.diagonal).enumerate() {
+                    assert!(
+                        (got - want).abs() <= 1e-11 * want.abs() + 1e-13 * want_r[y],
+                        "n = {n}, {grid:?}, token {y}: diagonal {got} vs {want}"
+                    );
+                }
+                for (y, (got, want)) in r.iter().zip(&want_r).enumerate() {
+                    assert!(
+                        (got - want).abs() <= 1e-13 * want.abs(),
+                        "n = {n}, {grid:?}, token {y}: r {got} vs {want}"
+                    );
+                }
+                assert!(
+                    (value - want_value).abs() <= 1e-13 * want_value.abs().max(1.0),
+                    "n = {n}, {grid:?}: {value} vs {want_value}"
+                );
+            }
+            let pairs = series.inclusion().iter().zip(exact.inclusion());
+            for (y, (got, want)) in pairs.enumerate() {
+                assert!(
+                    (got - want).abs() <= 1e-13 * want,
+                    "n = {n}, token {y}: inclusion {got} vs {want}"
+                );
+            }
+        }
+    }
+}
+
+/// With every token selectable, P(S > 0) = 1 and r sums to it, for
+/// many drafts too: 303 clocks of rates from 0.3 down to about 1e-8,
+/// whose n-th arrival comes late, with the tail's series at nodes up
+/// to t = 60 / (least rate).
+#[test]
+fn clock_rule_holds_for_many_drafts() {
+    let mut uniform = uniform_stream();
+    let q = many_clocks(&mut uniform);
+    let theta: Vec<f64> = (0..q.len()).map(|_| -4.0 + 5.0 * uniform()).collect();
+    for n in [2, 4, 8, 12, 16, 20, 24, 32, 48] {
+        let potential = WithoutReplacement::new(&q, &[], &[], n);
+        let mass = potential.selected_mass();
+        assert!((mass - 1.0).abs() < 1e-13, "n = {n}: P(S > 0) = {mass}");
+        let r = potential
+            .integrals(&theta, &theta, Grid::Fine, false, None)
+            .marginal;
+        let sum: f64 = r.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-13, "n = {n}: r sums to {sum}");
+    }
+}
+
+/// The Hessian's diagonal is the derivative of r_y in theta_y, by
+/// central differences on the same nodes, for exact and tail tokens.
+#[test]
+fn diagonal_is_the_derivative_of_r() {
+    let q: Vec<f64> = (0..40).map(|i| 0.4 / 1.3f64.powi(i)).collect();
+    let silent = [0.05, 0.02];
+    let theta: Vec<f64> = (0..q.len()).map(|i| -2.5 + 0.1 * (i % 13) as f64).collect();
+    for n in 2..=4 {
+        let potential = WithoutReplacement::new(&q, &silent, &[], n);
+        assert!(!potential.clocks(Grid::Fine).tail.is_empty());
+        assert!(!potential.clocks(Grid::Fine).head.is_empty());
+        let at = potential.integrals(&theta, &theta, Grid::Fine, true, None);
+        let h = 1e-5;
+        for y in 0..q.len() {
+            let r_at = |shift: f64| {
+                let mut moved = theta.clone();
+                moved[y] += shift;
+                potential
+                    .integrals(&moved, &theta, Grid::Fine, false, None)
+                    .marginal[y]
+            };
+            let difference = (r_at(h) - r_at(-h)) / (2.0 * h);
+            assert!(
+                (difference - at.diagonal[y]).abs() <= 1e-7 * at.marginal[y],
+                "n = {n}, token {y}: {difference} vs {}",
+                at.diagonal[y]
+            );
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! n i.i.d. drafts (`docs/DESIGN.md` §5): H* from the closed form, the
+//! enumeration-free selection potential on each side, both programs
+//! started from programs over groups of tokens by ratio.
+
+use mdsd_bounds::{IidAlgorithm, optimal_acceptance_iid};
+use mdsd_core::{Distribution, Problem};
+
+use super::programs::{ConvexSolution, Sides, solve_programs};
+use super::support::{draft_support, restrict};
+use crate::budget::Budget;
+use crate::error::ConvexError;
+use crate::potential::iid::Selectable;
+use crate::ratio_groups;
+use crate::thresholds::PARALLEL_FROM;
+use crate::workspace::Workspace;
+
+/// Solves an i.i.d. problem on the draft's support (`restrict`).
+pub(super) fn solve(
+    problem: &Problem,
+    budget: &Budget,
+    workspace: &mut Workspace,
+) -> Result<ConvexSolution, ConvexError> {
+    let drafts = problem.drafts();
+    let limit = budget.resolvable_drafts();
+    if drafts.n() > limit {
+        return Err(ConvexError::Precision {
+            n: drafts.n(),
+            limit,
+            tolerance: budget.tolerance,
+        });
+    }
+    let (target, draft) = (problem.target(), &drafts.drafts()[0]);
+    let support = draft_support(&[draft.probs()]);
+    let restricted = (support.len() < target.len())
+        .then(|| restrict(target, draft, &support, workspace))
+        .transpose()?;
+    let (target, draft) = restricted.as_ref().map_or((target, draft), |(p, q)| (p, q));
+    let vocabulary = problem.vocab_size();
+    let parallel = support.len() >= PARALLEL_FROM;
+    let solve = |workspace: &mut Workspace| {
+        solve_on_support(
+            target,
+            draft,
+            drafts.n(),
+            support,
+            vocabulary,
+            budget,
+            workspace,
+        )
+    };
+    // Small programs make no parallel call and run on the calling
+    // thread; larger ones do, and each call from outside the pool would
+    // wake a worker and wait for it: there the whole solve goes to the
+    // pool once. The pass over the vocabulary above stays on the
+    // calling thread, whose cache holds the rows.
+    let solution = if parallel {
+        rayon::scope(|_| solve(workspace))
+    } else {
+        solve(workspace)
+    };
+    if let Some((target, draft)) = restricted {
+        workspace.give_problem(target.into_probs(), draft.into_probs());
+    }
+    solution
+}
+
+/// Solves the programs of the problem restricted to the draft's support
+/// (`restrict`), whose first tokens are `support`'s.
+fn solve_on_support(
+    target: &Distribution,
+    draft: &Distribution,
+    n: usize,
+    support: Vec<usize>,
+    vocabulary: usize,
+    budget: &Budget,
+    workspace: &mut Workspace,
+) -> Result<ConvexSolution, ConvexError> {
+    let bound = optimal_acceptance_iid(target, draft, n, IidAlgorithm::default())?;
+    // Programs, solution and acceptance on the support (the extra token
+    // of `restrict`, if any, is never selected and never in H*).
+    let (p, q) = (
+        &target.probs()[..support.len()],
+        &draft.probs()[..support.len()],
+    );
+    let mut in_h = vec![false; support.len()];
+    bound
+        .certificate
+        .iter()
+        .filter(|&&y| y < support.len())
+        .for_each(|&y| in_h[y] = true);
+    // Sized up front, not grown by doubling: each growth step of a
+    // vocabulary-sized list is a fresh mapping to fault in.
+    let mut inner = Vec::with_capacity(bound.certificate.len());
+    inner.extend(bound.certificate.iter().take_while(|&&y| y < support.len()));
+    let mut outer = Vec::with_capacity(support.len() - inner.len());
+    outer.extend((0..support.len()).filter(|&y| !in_h[y]));
+    let q_h: f64 = inner.iter().map(|&y| q[y]).sum();
+
+    let (outer_q, outer_p) = (workspace.gather(&outer, q), workspace.gather(&outer, p));
+    let (inner_q, inner_p) = (workspace.gather(&inner, q), workspace.gather(&inner, p));
+    // The outer program's world holds H*'s draft mass as its base: a
+    // draft in H* is drafted but never selected there.
+    let outer_potential = Selectable {
+        q: &outer_q,
+        base: q_h,
+        n,
+    };
+    let inner_potential = Selectable {
+        q: &inner_q,
+        base: 0.0,
+        n,
+    };
+    let sides = Sides {
+        outer: (&outer, &outer_p),
+        inner: (&inner, &inner_p),
+        support,
+        vocabulary,
+        p,
+    };
+    let solution = solve_programs(
+        budget,
+        sides,
+        (&outer_potential, &inner_potential),
+        |_, program, budget, workspace| ratio_groups::minimise(program, budget, workspace),
+        bound.alpha_star,
+        workspace,
+    );
+    for vector in [outer_q, outer_p, inner_q, inner_p] {
+        workspace.give(vector);
+    }
+    solution
+}

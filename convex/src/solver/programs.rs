@@ -1,0 +1,132 @@
+//! The two programs every scheme solves (`docs/DESIGN.md` §5), run by one
+//! routine: the outer one over the tokens outside H (theta <= 0, stopped
+//! on the excess Σ (r - p)+) and the inner one over H (theta >= 0, stopped
+//! on the shortfall Σ (p - r)+), each with half the tolerance, and their
+//! solutions assembled into one rule and its `Summary`. A scheme builds its
+//! two potentials and says how each program starts.
+
+use mdsd_core::{Solution, Status, Summary};
+
+use crate::budget::Budget;
+use crate::error::ConvexError;
+use crate::newton::{MAX_STEP_THETA, Potential, Program, Solved, Stop};
+use crate::selection_rule::{Assembly, Counting, SelectionRule};
+use crate::thresholds::THETA_LIMIT;
+use crate::workspace::Workspace;
+
+/// The solved selection rule, on the draft's support: with the draft
+/// truncated to its top k tokens that is k of the V tokens, and the
+/// solution costs O(k), not O(V).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvexSolution {
+    /// alpha* and H* from the closed form (for independent drafts, the
+    /// upper end of the certified interval and its H); the acceptance of
+    /// the selected token, Σ min(p, r); the Newton iterations of both
+    /// programs, counting those of the grouped programs that start large
+    /// ones.
+    pub summary: Summary,
+    /// The rule: outer weights e^theta (<= 1) outside H*, inner weights
+    /// (>= 1) on H*, duplicates counted per draft, r on the support.
+    pub rule: SelectionRule,
+}
+
+impl Solution for ConvexSolution {
+    fn summary(&self) -> &Summary {
+        &self.summary
+    }
+}
+
+/// Which of the two programs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Side {
+    Outer,
+    Inner,
+}
+
+impl Side {
+    /// The side's program over `potential` with target `p`.
+    fn program<'a, P: Potential>(self, potential: &'a P, p: &'a [f64]) -> Program<'a, P> {
+        let (name, bounds, stop) = match self {
+            Side::Outer => ("outer", (-THETA_LIMIT, 0.0), Stop::Excess),
+            Side::Inner => ("inner", (0.0, THETA_LIMIT), Stop::Shortfall),
+        };
+        Program {
+            name,
+            potential,
+            p,
+            bounds,
+            stop,
+            reach: MAX_STEP_THETA,
+        }
+    }
+}
+
+/// The two sides of a problem on its drafted tokens (`support`, in
+/// vocabulary ids): each side's slots in `support` and its p, and p on
+/// the whole support.
+pub(super) struct Sides<'a> {
+    pub outer: (&'a [usize], &'a [f64]),
+    pub inner: (&'a [usize], &'a [f64]),
+    pub support: Vec<usize>,
+    pub vocabulary: usize,
+    pub p: &'a [f64],
+}
+
+/// Solves the outer program over `potentials.0` and the inner one over
+/// `potentials.1`, each started by `start` with half of `budget`'s
+/// tolerance (the acceptance lost is the sum of the two programs'), and
+/// assembles the rule; `alpha_star` is the scheme's (the closed form's, or
+/// the upper end of an interval).
+pub(super) fn solve_programs<P: Potential>(
+    budget: &Budget,
+    sides: Sides,
+    potentials: (&P, &P),
+    mut start: impl FnMut(Side, &Program<P>, &Budget, &mut Workspace) -> Result<Solved, ConvexError>,
+    alpha_star: f64,
+    workspace: &mut Workspace,
+) -> Result<ConvexSolution, ConvexError> {
+    let side_budget = budget.share(0.5);
+    let outer_program = Side::Outer.program(potentials.0, sides.outer.1);
+    let outer = start(Side::Outer, &outer_program, &side_budget, workspace)?;
+    let inner_program = Side::Inner.program(potentials.1, sides.inner.1);
+    let inner = start(Side::Inner, &inner_program, &side_budget, workspace)?;
+    Ok(assemble(
+        budget,
+        sides,
+        (outer, inner),
+        alpha_star,
+        workspace,
+    ))
+}
+
+/// The rule of the outer and inner programs' solutions (`docs/DESIGN.md`
+/// §5), and its summary with `alpha_star` and H (the inner slots).
+fn assemble(
+    budget: &Budget,
+    sides: Sides,
+    (outer, inner): (Solved, Solved),
+    alpha_star: f64,
+    workspace: &mut Workspace,
+) -> ConvexSolution {
+    let certificate = sides.inner.0.iter().map(|&k| sides.support[k]).collect();
+    let (rule, iterations) = Assembly {
+        vocabulary: sides.vocabulary,
+        tokens: sides.support,
+        outer: (sides.outer.0, outer),
+        inner: (sides.inner.0, inner),
+        inner_none: 0.0,
+        counting: Counting::PerDraft,
+    }
+    .rule(workspace);
+    let summary = Summary {
+        alpha_star,
+        acceptance: rule.acceptance(sides.p),
+        certificate,
+        status: Status::Converged {
+            tolerance: budget.tolerance,
+        },
+        iterations,
+        elapsed: Default::default(),
+    };
+    ConvexSolution { summary, rule }
+}

@@ -1,0 +1,125 @@
+//! Drafts without replacement (`docs/DESIGN.md` §6b): H* from the closed
+//! form (mdsd-bounds), then the outer program over the drafted tokens
+//! outside H* (H*'s tokens drafted but never selected) and the inner one
+//! over H* (its world: every draft in H*), with the exponential-clock
+//! potential, each from the better of a log-ratio guess and theta = 0.
+
+use mdsd_bounds::optimal_acceptance_wor;
+use mdsd_core::{Distribution, DraftScheme, Problem};
+
+use super::programs::{ConvexSolution, Side, Sides, solve_programs};
+use super::support::{draft_support, restrict};
+use crate::budget::Budget;
+use crate::error::ConvexError;
+use crate::newton::Program;
+use crate::potential::without_replacement::WithoutReplacement;
+use crate::ratio_groups::log_ratio_start;
+use crate::workspace::Workspace;
+
+/// Solves a problem with drafts without replacement on the draft's
+/// support, as the i.i.d. solve does (`restrict`): a draft truncated to
+/// its top k needs k entries of p, and the closed form a sort of k
+/// tokens, not of the vocabulary.
+pub(super) fn solve(
+    problem: &Problem,
+    budget: &Budget,
+    workspace: &mut Workspace,
+) -> Result<ConvexSolution, ConvexError> {
+    let (target, draft) = (problem.target(), &problem.drafts().drafts()[0]);
+    let support = draft_support(&[draft.probs()]);
+    let restricted = (support.len() < target.len())
+        .then(|| restrict(target, draft, &support, workspace))
+        .transpose()?;
+    let vocabulary = problem.vocab_size();
+    let solution = match &restricted {
+        Some((p, q)) => {
+            let drafts = DraftScheme::without_replacement(q.clone(), problem.drafts().n())?;
+            solve_on_support(p, &drafts, support, vocabulary, budget, workspace)
+        }
+        None => solve_on_support(
+            target,
+            problem.drafts(),
+            support,
+            vocabulary,
+            budget,
+            workspace,
+        ),
+    };
+    if let Some((target, draft)) = restricted {
+        workspace.give_problem(target.into_probs(), draft.into_probs());
+    }
+    solution
+}
+
+/// `solve` on the problem restricted to the draft's support, whose first
+/// tokens are `support`'s.
+fn solve_on_support(
+    target: &Distribution,
+    drafts: &DraftScheme,
+    support: Vec<usize>,
+    vocabulary: usize,
+    budget: &Budget,
+    workspace: &mut Workspace,
+) -> Result<ConvexSolution, ConvexError> {
+    let bound = optimal_acceptance_wor(target, drafts)?;
+    let slots = support.len();
+    let (p, q) = (
+        &target.probs()[..slots],
+        &drafts.drafts()[0].probs()[..slots],
+    );
+    // The token of the rest, if any, is never drafted, so never in H*.
+    let mut in_h = vec![false; slots];
+    bound.certificate.iter().for_each(|&y| in_h[y] = true);
+    let inner: Vec<usize> = (0..slots).filter(|&k| in_h[k]).collect();
+    let outer: Vec<usize> = (0..slots).filter(|&k| !in_h[k]).collect();
+    let gather = |x: &[f64], slots: &[usize]| -> Vec<f64> { slots.iter().map(|&k| x[k]).collect() };
+    let (outer_q, outer_p, inner_q, inner_p) = (
+        gather(q, &outer),
+        gather(p, &outer),
+        gather(q, &inner),
+        gather(p, &inner),
+    );
+    let n = drafts.n();
+    let outer_potential = WithoutReplacement::new(&outer_q, &inner_q, &[], n);
+    let inner_potential = WithoutReplacement::new(&inner_q, &[], &outer_q, n);
+    let sides = Sides {
+        outer: (&outer, &outer_p),
+        inner: (&inner, &inner_p),
+        support,
+        vocabulary,
+        p,
+    };
+    // Newton from theta = 0, a bound of both programs, frees the tokens
+    // off it a few at a time (tens of iterations at full V): the log-ratio
+    // model's start where it is better.
+    let start = |side: Side,
+                 program: &Program<WithoutReplacement>,
+                 budget: &Budget,
+                 workspace: &mut Workspace| {
+        let q = match side {
+            Side::Outer => &outer_q,
+            Side::Inner => &inner_q,
+        };
+        // The selected mass makes the potential's fine grid: none for a
+        // side without tokens, which the program returns at once.
+        let guess = if program.p.is_empty() {
+            Vec::new()
+        } else {
+            log_ratio_start(
+                q,
+                program.p,
+                program.bounds,
+                program.potential.selected_mass(),
+            )
+        };
+        program.minimise_from_better(guess, budget, workspace)
+    };
+    solve_programs(
+        budget,
+        sides,
+        (&outer_potential, &inner_potential),
+        start,
+        bound.alpha_star,
+        workspace,
+    )
+}
