@@ -2,10 +2,12 @@
 (scripts/bound_reference.py) on the same rows, alternated, with each run's
 peak memory: the `bound` figures of benches/README.md.
 
-    python scripts/bench_bound.py DIR [N] [RUNS]   # DIR: p_target.npy, q_draft.npy
+    python scripts/bench_bound.py DIR [N] [RUNS] [--arguments]   # DIR: p_target.npy, q_draft.npy
 
-Both print alpha* of every row (iid, n = N); the script checks they agree
-to 1e-9 and reports median seconds, peak RSS and the ratio.
+`mdsd bound` reads DIR as `--data DIR`, or with `--arguments` as
+`-p DIR/p_target.npy -q DIR/q_draft.npy`. Both print alpha* of every row
+(iid, n = N); the script checks they agree to 1e-9 and reports median
+seconds, peak RSS and the ratio.
 """
 
 import json
@@ -37,11 +39,18 @@ def run(command):
 
 
 def main():
-    directory = sys.argv[1]
-    n = sys.argv[2] if len(sys.argv) > 2 else "4"
-    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    arguments = "--arguments" in sys.argv
+    positional = [a for a in sys.argv[1:] if a != "--arguments"]
+    directory = positional[0]
+    n = positional[1] if len(positional) > 1 else "4"
+    runs = int(positional[2]) if len(positional) > 2 else 5
     size = sum(os.path.getsize(os.path.join(directory, f)) for f in ("p_target.npy", "q_draft.npy"))
-    mdsd = [MDSD, "bound", "--data", directory, "-n", n, "--json"]
+    if arguments:
+        rows = ["-p", os.path.join(directory, "p_target.npy"),
+                "-q", os.path.join(directory, "q_draft.npy")]
+    else:
+        rows = ["--data", directory]
+    mdsd = [MDSD, "bound", *rows, "-n", n, "--json"]
     numpy = [sys.executable, os.path.join(HERE, "bound_reference.py"), directory, n]
     times = {"mdsd": [], "numpy": []}
     peaks = {"mdsd": [], "numpy": []}

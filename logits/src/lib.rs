@@ -45,8 +45,8 @@ pub use error::LogitsError;
 pub use gpu::WgpuBackend;
 pub use mdsd_core::Transform;
 pub use read::{
-    DRAFT_NAMES, FloatType, ReadOptions, TARGET_NAMES, read_argument_pairs, read_pairs, read_rows,
-    read_safetensors_pairs,
+    DRAFT_NAMES, FloatType, ReadOptions, StoredRows, TARGET_NAMES, read_argument_pairs, read_pairs,
+    read_rows, read_safetensors_pairs, stored_pairs,
 };
 pub use rows::{Layout, Matrix, Pairs, RowSelection, Values};
 pub use sample::{SAMPLE_BYTES, SAMPLE_NAME, builtin_sample};

@@ -154,6 +154,50 @@ pub fn read_argument_pairs(
     drafts: &[OsString],
     options: &ReadOptions,
 ) -> Result<Pairs, LogitsError> {
+    let read = |spec: &OsStr, role: &'static str| {
+        let (rows, float, shape) =
+            read_typed_rows(spec).map_err(|source| LogitsError::InArgument {
+                role,
+                source: Box::new(source),
+            })?;
+        Ok(StoredRows { rows, float, shape })
+    };
+    let target_rows = read(target, "target")?;
+    let draft_rows = drafts
+        .iter()
+        .map(|spec| read(spec, "draft"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let source = std::iter::once(target)
+        .chain(drafts.iter().map(OsString::as_os_str))
+        .map(|s| s.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" / ");
+    stored_pairs(target_rows, draft_rows, source, options)
+}
+
+/// Rows held in memory with the float type they were stored in (an
+/// argument of a command, an array from Python) and the shape of their
+/// array (leading axes, then the vocabulary).
+#[derive(Debug, Clone)]
+pub struct StoredRows {
+    pub rows: Matrix,
+    pub float: FloatType,
+    pub shape: Vec<usize>,
+}
+
+/// Target and draft rows held in memory, as [`read_argument_pairs`] makes
+/// them of its arguments: one row is shared by every row of the others,
+/// `options.values` says what they hold (probabilities unless told
+/// otherwise), rows of probabilities are checked and renormalised within
+/// their type's [`FloatType::sum_tolerance`], and both sides are brought
+/// to one vocabulary as `options.vocabulary` says. `source` names them in
+/// messages.
+pub fn stored_pairs(
+    target: StoredRows,
+    drafts: Vec<StoredRows>,
+    source: String,
+    options: &ReadOptions,
+) -> Result<Pairs, LogitsError> {
     let values = options.values;
     let in_argument = |role| {
         move |source| LogitsError::InArgument {
@@ -161,30 +205,20 @@ pub fn read_argument_pairs(
             source: Box::new(source),
         }
     };
-    let read = |spec: &OsStr, role: &'static str| {
-        let (rows, float, shape) = read_typed_rows(spec).map_err(in_argument(role))?;
-        match values {
-            Some(Values::Logits) => Ok((rows, shape)),
-            _ => Ok((
-                renormalised_argument(rows, float).map_err(in_argument(role))?,
-                shape,
-            )),
-        }
+    let checked = |stored: StoredRows, role: &'static str| match values {
+        Some(Values::Logits) => Ok(stored.rows),
+        _ => renormalised_argument(stored.rows, stored.float).map_err(in_argument(role)),
     };
-    let (target_rows, shape) = read(target, "target")?;
+    let shape = target.shape.clone();
+    let target_rows = checked(target, "target")?;
     let draft_rows = drafts
-        .iter()
-        .map(|spec| read(spec, "draft").map(|(rows, _)| rows))
+        .into_iter()
+        .map(|stored| checked(stored, "draft"))
         .collect::<Result<Vec<_>, _>>()?;
     let rows = draft_rows
         .iter()
         .map(Matrix::rows)
         .fold(target_rows.rows(), usize::max);
-    let source = std::iter::once(target)
-        .chain(drafts.iter().map(OsString::as_os_str))
-        .map(|s| s.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" / ");
     if draft_rows.is_empty() {
         return Err(LogitsError::MissingArray {
             path: source,

@@ -374,6 +374,47 @@ impl RowReader {
         Ok(reader)
     }
 
+    /// The rows of two `.npy` files, a command's `-p` and `-q`, read a
+    /// window at a time as a data file's are (probabilities unless
+    /// `options` says logits); `None` where they are not both `.npy` files
+    /// of one shape and float type the streamed reader takes, which the
+    /// whole read of [`crate::read_argument_pairs`] then broadcasts or
+    /// refuses with its own message.
+    pub fn open_npy_pair(
+        target: &Path,
+        draft: &Path,
+        options: &ReadOptions,
+    ) -> Result<Option<Self>, LogitsError> {
+        let is_npy = |p: &Path| {
+            p.is_file()
+                && p.extension()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+        };
+        if !(is_npy(target) && is_npy(draft) && options.draft_arrays.is_empty()) {
+            return Ok(None);
+        }
+        let (Ok(p), Ok(q)) = (locate_npy(target, "p"), locate_npy(draft, "q")) else {
+            return Ok(None);
+        };
+        if p.shape != q.shape {
+            return Ok(None);
+        }
+        let source = format!("{} / {}", target.display(), draft.display());
+        let options = ReadOptions {
+            values: Some(options.values.unwrap_or(Values::Probabilities)),
+            ..options.clone()
+        };
+        let shape = p.shape.clone();
+        Ok(Some(Self {
+            parts: vec![part(source.clone(), vec![p, q])?],
+            source,
+            whole: None,
+            options,
+            shape,
+        }))
+    }
+
     pub fn source(&self) -> &str {
         &self.source
     }

@@ -35,6 +35,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod error;
+pub mod evaluation;
+pub mod input;
+pub mod solving;
+
+pub use error::{Error, SolveError};
+
 pub use mdsd_bounds as bounds;
 pub use mdsd_convex as convex;
 pub use mdsd_core as core;

@@ -581,9 +581,12 @@ fn solve_flow_matches_bound_and_writes_its_plan() {
             assert_eq!(plan["drafts_as"], "sets");
             // The plan's output law is p.
             let mut marginal = [0.0; 4];
-            for outcome in plan["outcomes"].as_array().unwrap() {
-                let prob = outcome["prob"].as_f64().unwrap();
-                for (m, pi) in marginal.iter_mut().zip(outcome["pi"].as_array().unwrap()) {
+            let probs = plan["probs"].as_array().unwrap();
+            let conditional = plan["conditional"].as_array().unwrap();
+            assert_eq!(plan["drafts"].as_array().unwrap().len(), probs.len());
+            for (prob, row) in probs.iter().zip(conditional) {
+                let prob = prob.as_f64().unwrap();
+                for (m, pi) in marginal.iter_mut().zip(row.as_array().unwrap()) {
                     *m += prob * pi.as_f64().unwrap();
                 }
             }

@@ -435,10 +435,10 @@ fn write_f16_logits(path: &Path, rows: usize, cols: usize, salt: u64) {
     }
 }
 
-/// `mdsd eval` and `mdsd bound` stream rows from disk: a dataset of
-/// 262 MB (4000 rows of float16 logits at V = 16384, both sides) is
-/// evaluated under an address space capped at 200 MB, and its rows agree
-/// with `mdsd bound` on them.
+/// `mdsd eval` and `mdsd bound` stream rows from disk, from `--data` and
+/// from `-p`/`-q` given as `.npy` files: a dataset of 262 MB (4000 rows of
+/// float16 logits at V = 16384, both sides) is evaluated under an address
+/// space capped at 200 MB, and its rows agree with `mdsd bound` on them.
 /// (One malloc arena, so that the cap measures what is used rather than
 /// what each thread's arena reserves.)
 #[test]
@@ -458,11 +458,11 @@ fn eval_streams_a_dataset_larger_than_its_memory_cap() {
         .sum();
     let cap_kb = 200_000;
     assert!(bytes > cap_kb * 1024, "the data must not fit under the cap");
-    let capped = |command: &str| {
+    let capped_from = |command: &str, input: &str| {
         let out = Command::new("sh")
             .arg("-c")
             .arg(format!(
-                "ulimit -v {cap_kb} && exec \"$0\" {command} --data \"$1\" --logits --json"
+                "ulimit -v {cap_kb} && exec \"$0\" {command} {input} --logits --json"
             ))
             .arg(env!("CARGO_BIN_EXE_mdsd"))
             .arg(data)
@@ -476,8 +476,17 @@ fn eval_streams_a_dataset_larger_than_its_memory_cap() {
         );
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
-    // bound streams too.
-    assert_eq!(capped("bound -n 2")["rows"].as_array().unwrap().len(), rows);
+    let capped = |command: &str| capped_from(command, "--data \"$1\"");
+    // bound streams too, from --data and from -p/-q files.
+    let from_data = capped("bound -n 2");
+    assert_eq!(from_data["rows"].as_array().unwrap().len(), rows);
+    let from_arguments = capped_from("bound -n 2", "-p \"$1/p_target.npy\" -q \"$1/q_draft.npy\"");
+    let alphas = |doc: &Value| -> Vec<f64> {
+        (doc["rows"].as_array().unwrap().iter())
+            .map(|row| row["alpha_star"].as_f64().unwrap())
+            .collect()
+    };
+    assert_eq!(alphas(&from_arguments), alphas(&from_data));
     let doc = capped("eval --schemes iid --verifiers none --n 1,4");
     assert_eq!(doc["input"]["rows"], rows);
     let per_row = doc["per_row"].as_array().unwrap();

@@ -11,6 +11,8 @@ lossless verifier can reach, ``certificate`` the set H* that proves it
 0.86
 """
 
+import os
+
 import numpy as np
 
 from ._mdsd import MdsdError
@@ -198,8 +200,10 @@ class Evaluation(dict):
     acceptance on ``"scheme/<verifier>"`` (the first of iid, wor, greedy,
     top it runs on), exact where a closed form gives it, else sampled, with
     its 99% Wilson interval in ``"acceptance_low/<verifier>"`` and
-    ``"acceptance_high/<verifier>"`` (NaN where exact). ``to_pandas()``
-    gives one row per position and n (pandas is not a dependency)."""
+    ``"acceptance_high/<verifier>"`` (NaN where exact); ``"failures"``: a
+    ``(row, stage, error)`` tuple per row that failed at some stage, whose
+    values there are NaN. ``to_pandas()`` gives one row per position and n
+    (pandas is not a dependency)."""
 
     def to_pandas(self):
         try:
@@ -247,13 +251,8 @@ def evaluate(p, q, n=(1, 2, 4, 8), schemes=_EVAL_SCHEMES, verifiers=_EVAL_VERIFI
     settings = _settings(p, laws[0], ns[0] if ns else 1, "iid", logits, temperature, top_k,
                          top_p, draft_temperature, draft_top_k, draft_top_p)
     fields = _mdsd.evaluate(_rows(p, "p"), laws, settings, ns,
-                            list(schemes), list(verifiers), int(samples), int(seed), 0)
+                            list(schemes), list(verifiers), int(samples), int(seed))
     return Evaluation(n=np.array(ns), **fields)
-
-
-# Rows of both sides, as float64, that one window of evaluate_file holds
-# (as mdsd eval's windows): memory stays bounded at any file size.
-_WINDOW_BYTES = 32 << 20
 
 
 def evaluate_file(path, n=(1, 2, 4, 8), schemes=_EVAL_SCHEMES, verifiers=_EVAL_VERIFIERS, *,
@@ -268,23 +267,15 @@ def evaluate_file(path, n=(1, 2, 4, 8), schemes=_EVAL_SCHEMES, verifiers=_EVAL_V
     with the same settings the numbers are ``mdsd eval --json``'s per-row
     values.
     """
-    data = _mdsd.DataFile(str(path))
-    stop = data.rows if rows is None else first_row + int(rows)
-    if not 0 <= first_row < stop <= data.rows:
-        raise MdsdError(f"rows {first_row}..{stop}: {path} holds {data.rows} rows")
     ns = [int(k) for k in np.atleast_1d(n)]
-    window = max(1, _WINDOW_BYTES // (16 * data.shape[-1]))
-    parts = []
-    for start in range(first_row, stop, window):
-        p, q = data.read(start, min(stop, start + window))
-        settings = _settings(p, q, ns[0] if ns else 1, "iid", data.values == "logits",
-                             temperature, top_k, top_p, draft_temperature, draft_top_k,
-                             draft_top_p)
-        parts.append(_mdsd.evaluate(p, [q], settings, ns, list(schemes), list(verifiers),
-                                    int(samples), int(seed), start - first_row))
-    joined = {key: np.concatenate([part[key] for part in parts])
-              if isinstance(parts[0][key], np.ndarray) else parts[0][key] for key in parts[0]}
-    return Evaluation(n=np.array(ns), **joined)
+    settings = {"n": 1, "scheme": "iid", "stored": "float64", "logits": False,
+                "temperature": temperature, "top_k": top_k, "top_p": top_p,
+                "draft_temperature": draft_temperature, "draft_top_k": draft_top_k,
+                "draft_top_p": draft_top_p}
+    fields = _mdsd.evaluate_file(os.fspath(path), settings, ns, list(schemes), list(verifiers),
+                                 int(samples), int(seed), int(first_row),
+                                 None if rows is None else int(rows))
+    return Evaluation(n=np.array(ns), **fields)
 
 
 class VerifierReport:

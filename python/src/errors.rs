@@ -21,3 +21,19 @@ pub(crate) fn guarded<T>(work: impl FnOnce() -> Result<T, String>) -> PyResult<T
         .map_err(|_| MdsdError::new_err("internal error (a panic in mdsd): please report it"))?
         .map_err(MdsdError::new_err)
 }
+
+/// A library error in Python's words: a setting by its keyword (`tol=`,
+/// not the command line's `--tol`), anything else as it reads.
+pub(crate) fn in_python(error: mdsd::Error) -> String {
+    match error {
+        mdsd::Error::Setting {
+            flag,
+            value,
+            expected,
+        } => {
+            let keyword = flag.trim_start_matches('-').replace('-', "_");
+            format!("{keyword}={value} is invalid: it must be {expected}")
+        }
+        other => other.to_string(),
+    }
+}

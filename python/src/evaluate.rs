@@ -1,21 +1,50 @@
-//! `evaluate` (what `mdsd eval` computes) and `DataFile` (a data file's
-//! rows a window at a time).
+//! `evaluate` and `evaluate_file`: what `mdsd eval` computes
+//! (`mdsd::evaluation`), on arrays or on the rows of a data file, and
+//! `DataFile`, a data file's rows a window at a time.
 
-use mdsd::logits::Values;
-use mdsd::{ConvexSolver, SchemeKind, VerifierKind};
+use indicatif::ProgressBar;
+use mdsd::SchemeKind;
+use mdsd::evaluation::{EvalRequest, Evaluation, verifier_scheme};
+use mdsd::input::Input;
+use mdsd::logits::{CpuBackend, Values};
 use numpy::{IntoPyArray, PyArrayDyn};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::MdsdError;
-use crate::rows::{Settings, assembled, per_row, request};
+use crate::errors::{MdsdError, guarded, in_python};
+use crate::rows::{Settings, stored_pairs};
 
-/// What `mdsd eval` computes for every row: alpha* of each scheme and
-/// the acceptance of each verifier (on its rated scheme, or the one
-/// named as `name@scheme`) at each n, as
-/// arrays of the leading shape and `len(ns)`. A sampled verifier draws
-/// `samples` per row and n, row r (numbered from `first_row`) seeded with
-/// seed + r as `mdsd eval` seeds it, so that the two agree.
+/// The request of `evaluate`'s arguments: the library checks them.
+fn eval_request(
+    ns: Vec<usize>,
+    schemes: &[String],
+    verifiers: &[String],
+    samples: u64,
+    seed: u64,
+) -> PyResult<EvalRequest> {
+    let refused = |e: &dyn std::fmt::Display| MdsdError::new_err(e.to_string());
+    let schemes = (schemes.iter())
+        .map(|s| s.parse::<SchemeKind>().map_err(|e| refused(&e)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let verifiers = (verifiers.iter())
+        .map(|spec| verifier_scheme(spec).map_err(|e| refused(&e)))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(EvalRequest {
+        ns,
+        schemes,
+        verifiers,
+        samples,
+        seed,
+        strict: false,
+    })
+}
+
+/// What `mdsd eval` computes for every row of `p` and `qs` (`[..., V]`):
+/// alpha* of each scheme and the acceptance of each verifier (on its
+/// rated scheme, or the one named as `name@scheme`) at each n, as arrays
+/// of the leading shape and `len(ns)`, and the rows that failed. A sampled
+/// verifier draws `samples` per row and n, row r seeded with seed + r as
+/// `mdsd eval` seeds it.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn evaluate<'py>(
@@ -28,100 +57,107 @@ pub(crate) fn evaluate<'py>(
     verifiers: Vec<String>,
     samples: u64,
     seed: u64,
-    first_row: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let refused = |e: &dyn std::fmt::Display| MdsdError::new_err(e.to_string());
-    if ns.is_empty() || ns.contains(&0) {
-        return Err(MdsdError::new_err(
-            "n takes numbers of drafts of at least 1",
-        ));
-    }
-    if samples == 0 {
-        return Err(MdsdError::new_err("samples=0: expected at least 1"));
-    }
-    let request = request(settings)?;
-    let schemes = (schemes.iter())
-        .map(|s| s.parse::<SchemeKind>().map_err(|e| refused(&e)))
-        .collect::<PyResult<Vec<_>>>()?;
-    let specs = verifiers;
-    let verifiers = (specs.iter())
-        .map(|spec| VerifierKind::parse_rated(spec).map_err(|e| refused(&e)))
-        .collect::<PyResult<Vec<_>>>()?;
-    if !verifiers.is_empty() {
-        for &n in &ns {
-            mdsd::verify::check_verifier_drafts(n).map_err(|e| refused(&e))?;
-        }
-    }
-    let convex = ConvexSolver::default();
-    let (leading, _, rows) = per_row(py, p, &qs, |r, p, qs| {
-        let (p, qs) = request.laws(p, qs)?;
-        // Independent drafts take every law in turn, the other schemes the
-        // first.
-        let laws = |scheme| match scheme {
-            SchemeKind::Independent => qs.clone(),
-            _ => qs[..1].to_vec(),
-        };
-        let mut values = Vec::with_capacity((schemes.len() + 3 * verifiers.len()) * ns.len());
-        for &scheme in &schemes {
-            for &n in &ns {
-                let problem = assembled(
-                    p.clone(),
-                    laws(scheme),
-                    scheme,
-                    scheme.fixed_n().unwrap_or(n),
-                )?;
-                // Independent drafts: exact where it scales, else the
-                // certified interval's upper end, as mdsd eval reports it.
-                let alpha = match scheme {
-                    SchemeKind::Independent => {
-                        mdsd::verify::certified_alpha_star(&problem, &convex)
-                            .map(|alpha| alpha.alpha_star)
-                            .map_err(|e| e.to_string())?
-                    }
-                    _ => (mdsd::optimal_acceptance(&problem).map(|bound| bound.alpha_star))
-                        .map_err(|e| e.to_string())?,
-                };
-                values.push(alpha);
-            }
-        }
-        for &(kind, scheme) in &verifiers {
-            for &n in &ns {
-                let problem = assembled(p.clone(), laws(scheme), scheme, n)?;
-                let row_seed = seed.wrapping_add(first_row + r as u64);
-                let rating = (kind.rate(&problem, &convex, samples, row_seed, &|_| {}))
-                    .map_err(|e| e.to_string())?;
-                let (low, high) = rating.interval.unwrap_or((f64::NAN, f64::NAN));
-                values.extend([rating.acceptance, low, high]);
-            }
-        }
-        Ok(values)
+    let request = eval_request(ns, &schemes, &verifiers, samples, seed)?;
+    let (leading, pairs) = stored_pairs(p, &qs, &settings)?;
+    let input = settings.input();
+    let evaluation = py.detach(|| {
+        guarded(|| {
+            mdsd::evaluation::evaluate_pairs(
+                &pairs,
+                &input,
+                &request,
+                &CpuBackend,
+                &ProgressBar::hidden(),
+            )
+            .map_err(in_python)
+        })
     })?;
+    to_dict(py, &evaluation, &leading, &verifiers)
+}
+
+/// `evaluate` over the rows of a data file (what `mdsd eval --data`
+/// reads), `rows` rows from `first_row` (all the rest where `None`), a
+/// window at a time as `mdsd eval` reads it: arrays `[rows, len(ns)]`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn evaluate_file<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+    settings: Settings,
+    ns: Vec<usize>,
+    schemes: Vec<String>,
+    verifiers: Vec<String>,
+    samples: u64,
+    seed: u64,
+    first_row: usize,
+    rows: Option<usize>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let request = eval_request(ns, &schemes, &verifiers, samples, seed)?;
+    let row = match rows {
+        Some(_) => first_row.to_string(),
+        None => format!("{first_row}.."),
+    };
+    let input = Input {
+        data: Some(path),
+        row: Some(row.parse().map_err(MdsdError::new_err)?),
+        rows,
+        // What the rows hold is the file's to say.
+        logits: false,
+        probabilities: false,
+        ..settings.input()
+    };
+    let evaluation = py.detach(|| {
+        guarded(|| {
+            mdsd::evaluation::evaluate(&input, &request, &CpuBackend, &ProgressBar::hidden())
+                .map_err(in_python)
+        })
+    })?;
+    let leading = vec![evaluation.input.rows];
+    to_dict(py, &evaluation, &leading, &verifiers)
+}
+
+/// An evaluation as `mdsd.Evaluation` takes it: `alpha_star/<scheme>`,
+/// `acceptance/<verifier>` (by the name the caller gave), its 99% interval
+/// `acceptance_low/` and `acceptance_high/` (NaN where exact),
+/// `scheme/<verifier>`, each array of the `leading` shape and `len(ns)`;
+/// and `failures`, `(row, stage, error)` per row that failed.
+fn to_dict<'py>(
+    py: Python<'py>,
+    evaluation: &Evaluation,
+    leading: &[usize],
+    specs: &[String],
+) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    let width = ns.len();
-    let column = |offset: usize, stride: usize| -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
-        let values: Vec<f64> = (rows.iter())
-            .flat_map(|row| (0..width).map(move |j| row[offset + j * stride]))
-            .collect();
-        let mut shape = leading.clone();
-        shape.push(width);
-        let array = numpy::ndarray::ArrayD::from_shape_vec(shape, values)
+    let array = |m: &mdsd::logits::Matrix| -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+        let mut shape = leading.to_vec();
+        shape.push(m.cols());
+        let array = numpy::ndarray::ArrayD::from_shape_vec(shape, m.as_slice().to_vec())
             .map_err(|e| MdsdError::new_err(e.to_string()))?;
         Ok(array.into_pyarray(py))
     };
-    for (i, scheme) in schemes.iter().enumerate() {
+    for result in &evaluation.schemes {
         dict.set_item(
-            format!("alpha_star/{}", scheme.name()),
-            column(i * width, 1)?,
+            format!("alpha_star/{}", result.scheme.name()),
+            array(&result.alpha)?,
         )?;
     }
-    let start = schemes.len() * width;
-    for (i, ((_, scheme), spec)) in verifiers.iter().zip(&specs).enumerate() {
-        let offset = start + 3 * width * i;
-        dict.set_item(format!("acceptance/{spec}"), column(offset, 3)?)?;
-        dict.set_item(format!("acceptance_low/{spec}"), column(offset + 1, 3)?)?;
-        dict.set_item(format!("acceptance_high/{spec}"), column(offset + 2, 3)?)?;
-        dict.set_item(format!("scheme/{spec}"), scheme.name())?;
+    for (result, spec) in evaluation.verifiers.iter().zip(specs) {
+        dict.set_item(format!("acceptance/{spec}"), array(&result.acceptance)?)?;
+        dict.set_item(
+            format!("acceptance_low/{spec}"),
+            array(&result.interval_low)?,
+        )?;
+        dict.set_item(
+            format!("acceptance_high/{spec}"),
+            array(&result.interval_high)?,
+        )?;
+        dict.set_item(format!("scheme/{spec}"), result.scheme.name())?;
     }
+    let failures: Vec<(usize, String, String)> = (evaluation.failures.iter())
+        .map(|f| (f.row, f.stage.clone(), f.error.clone()))
+        .collect();
+    dict.set_item("failures", failures)?;
     Ok(dict)
 }
 

@@ -177,6 +177,25 @@ pub(crate) fn assembled(
     Problem::new(p, drafts).map_err(|e| e.to_string())
 }
 
+/// The rows of `p` and of each of `qs`, and their one shape `[..., V]`.
+fn sides<'py>(
+    p: &Bound<'py, PyAny>,
+    qs: &[Bound<'py, PyAny>],
+) -> PyResult<(Rows<'py>, Vec<Rows<'py>>, Vec<usize>)> {
+    let p = Rows::extract("p", p)?;
+    let qs = (qs.iter().enumerate())
+        .map(|(i, q)| Rows::extract(&format!("q[{i}]"), q))
+        .collect::<PyResult<Vec<_>>>()?;
+    let shape = p.shape();
+    if let Some((i, q)) = qs.iter().enumerate().find(|(_, q)| q.shape() != shape) {
+        return Err(MdsdError::new_err(format!(
+            "q[{i}] has shape {:?}, p has {shape:?}: they must match",
+            q.shape()
+        )));
+    }
+    Ok((p, qs, shape))
+}
+
 /// Every row's result of `each` (given the row's index in the flattened
 /// leading shape), on rayon's pool with the GIL released;
 /// an error names its row (by its index in the leading shape), and a
@@ -187,20 +206,10 @@ pub(crate) fn per_row<T: Send>(
     qs: &[Bound<'_, PyAny>],
     each: impl Fn(usize, &[f64], &[&[f64]]) -> Result<T, String> + Sync,
 ) -> PyResult<(Vec<usize>, usize, Vec<T>)> {
-    let p = Rows::extract("p", p)?;
-    let qs = (qs.iter().enumerate())
-        .map(|(i, q)| Rows::extract(&format!("q[{i}]"), q))
-        .collect::<PyResult<Vec<_>>>()?;
-    let shape = p.shape();
+    let (p, qs, shape) = sides(p, qs)?;
     let Some((&cols, leading)) = shape.split_last() else {
         return Err(MdsdError::new_err("p: a 0-d array; expected [..., V]"));
     };
-    if let Some((i, q)) = qs.iter().enumerate().find(|(_, q)| q.shape() != shape) {
-        return Err(MdsdError::new_err(format!(
-            "q[{i}] has shape {:?}, p has {shape:?}: they must match",
-            q.shape()
-        )));
-    }
     let rows: usize = leading.iter().product();
     let (p_values, q_values): (Slice, Vec<Slice>) =
         (p.values(), qs.iter().map(Rows::values).collect());
@@ -250,6 +259,61 @@ pub(crate) fn one_problem(
     Ok(problems.remove(0))
 }
 
+/// The rows of `p` and of each of `qs` (`[..., V]`, the same shape) as the
+/// library's pairs, widened to f64 in their logical order (any layout
+/// numpy can express), probability rows checked within the tolerance of
+/// the type they were `stored` in and renormalised, as a data file's are;
+/// with the rows' leading shape.
+pub(crate) fn stored_pairs(
+    p: &Bound<'_, PyAny>,
+    qs: &[Bound<'_, PyAny>],
+    settings: &Settings,
+) -> PyResult<(Vec<usize>, mdsd::logits::Pairs)> {
+    let (p, qs, shape) = sides(p, qs)?;
+    let Some((&cols, leading)) = shape.split_last() else {
+        return Err(MdsdError::new_err("p: a 0-d array; expected [..., V]"));
+    };
+    let rows: usize = leading.iter().product();
+    let float = settings.stored_type();
+    let stored = |side: &Rows| -> PyResult<mdsd::logits::StoredRows> {
+        let values: Vec<f64> = match side {
+            Rows::F64(a) => a.as_array().iter().copied().collect(),
+            Rows::F32(a) => a.as_array().iter().map(|&x| f64::from(x)).collect(),
+        };
+        let rows = mdsd::logits::Matrix::new(rows, cols, values)
+            .map_err(|e| MdsdError::new_err(e.to_string()))?;
+        Ok(mdsd::logits::StoredRows {
+            rows,
+            float,
+            shape: vec![rows_of(&shape), cols],
+        })
+    };
+    let options = mdsd::logits::ReadOptions {
+        values: Some(settings.values()),
+        ..Default::default()
+    };
+    let drafts = qs.iter().map(stored).collect::<PyResult<Vec<_>>>()?;
+    let pairs = mdsd::logits::stored_pairs(stored(&p)?, drafts, "the arrays".into(), &options)
+        .map_err(|e| MdsdError::new_err(in_python(e)))?;
+    Ok((leading.to_vec(), pairs))
+}
+
+/// The rows of an array of `shape` (its leading axes' product).
+fn rows_of(shape: &[usize]) -> usize {
+    shape[..shape.len().saturating_sub(1)].iter().product()
+}
+
+/// A reading error as Python names the arrays: `p` and `q`, not the
+/// command line's target and draft.
+fn in_python(error: mdsd::logits::LogitsError) -> String {
+    match error {
+        mdsd::logits::LogitsError::InArgument { role, source } => {
+            format!("{}: {source}", if role == "target" { "p" } else { "q" })
+        }
+        other => other.to_string(),
+    }
+}
+
 /// What every entry point takes besides the rows, as `mdsd/__init__.py`
 /// passes it (a dict of these names).
 #[derive(FromPyObject)]
@@ -266,6 +330,42 @@ pub(crate) struct Settings {
     draft_temperature: Option<f64>,
     draft_top_k: Option<usize>,
     draft_top_p: Option<f64>,
+}
+
+impl Settings {
+    /// The float type the caller's rows were stored in.
+    fn stored_type(&self) -> FloatType {
+        match self.stored.as_str() {
+            "float16" => FloatType::Float16,
+            "bfloat16" => FloatType::BFloat16,
+            "float32" => FloatType::Float32,
+            _ => FloatType::Float64,
+        }
+    }
+
+    fn values(&self) -> Values {
+        if self.logits {
+            Values::Logits
+        } else {
+            Values::Probabilities
+        }
+    }
+
+    /// The library's input of these settings: what the rows hold and the
+    /// transforms of each side (the rows themselves come apart).
+    pub(crate) fn input(&self) -> mdsd::input::Input {
+        mdsd::input::Input {
+            logits: self.logits,
+            probabilities: !self.logits,
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            draft_temperature: self.draft_temperature,
+            draft_top_k: self.draft_top_k,
+            draft_top_p: self.draft_top_p,
+            ..Default::default()
+        }
+    }
 }
 
 pub(crate) fn request(settings: Settings) -> PyResult<Request> {

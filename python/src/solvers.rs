@@ -1,12 +1,12 @@
 //! alpha*, its certificate and the solvers' solutions of rows.
 
-use mdsd::core::{Solution, Solve};
-use mdsd::{ConvexSolver, FlowSolver, Formulation, LpSolver, Problem};
+use mdsd::solving::{SolveMethod, Solved};
+use mdsd::{Formulation, Problem};
 use numpy::{IntoPyArray, PyArrayDyn};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::{MdsdError, guarded};
+use crate::errors::{MdsdError, guarded, in_python};
 use crate::rows::{Settings, one_problem, per_row, request};
 
 /// alpha* of every row: a float array of the leading shape.
@@ -61,20 +61,16 @@ pub(crate) fn certificate<'py>(
     Ok(array.into_pyarray(py))
 }
 
-/// One solve's summary (and for lp and flow its plan) as a dict.
-pub(crate) fn solved<'py, S: Solve + Sync>(
+/// One solve's summary (and for lp and flow its plan) as a dict; the
+/// plan by the keys of `mdsd solve --plan`'s JSON.
+fn solved<'py>(
     py: Python<'py>,
-    solver: &S,
     problem: &Problem,
-) -> PyResult<Bound<'py, PyDict>>
-where
-    S::Solution: Send,
-{
-    solver
-        .check_settings()
-        .map_err(|e| MdsdError::new_err(e.to_string()))?;
-    let solution = py.detach(|| guarded(|| solver.solve(problem).map_err(|e| e.to_string())))?;
-    let summary = solution.summary();
+    method: &SolveMethod,
+) -> PyResult<Bound<'py, PyDict>> {
+    let Solved { summary, plan } = py.detach(|| {
+        guarded(|| mdsd::solving::solve_problem(problem, method, 0).map_err(in_python))
+    })?;
     let dict = PyDict::new(py);
     dict.set_item("alpha_star", summary.alpha_star)?;
     dict.set_item("acceptance", summary.acceptance)?;
@@ -82,7 +78,7 @@ where
     dict.set_item("status", summary.status.name())?;
     dict.set_item("iterations", summary.iterations)?;
     dict.set_item("elapsed_ms", summary.elapsed.as_secs_f64() * 1e3)?;
-    if let Some(plan) = solution.plan() {
+    if let Some(plan) = plan {
         let law = plan.law();
         let outcomes: Vec<Vec<usize>> = law.outcomes.clone();
         let v = plan.vocab_size();
@@ -131,9 +127,9 @@ pub(crate) fn solve<'py>(
         tolerance,
     } = solver;
     let problem = one_problem(py, p, &qs, &request(settings)?, "solve")?;
-    match method.as_str() {
-        "lp" => {
-            let formulation = match formulation.as_str() {
+    let method = match method.as_str() {
+        "lp" => SolveMethod::Lp {
+            formulation: match formulation.as_str() {
                 "full" => Formulation::Full,
                 "relaxed" => Formulation::Relaxed,
                 other => {
@@ -141,28 +137,21 @@ pub(crate) fn solve<'py>(
                         "formulation {other:?}: expected \"full\" or \"relaxed\""
                     )));
                 }
-            };
-            let lp = LpSolver::default()
-                .with_formulation(formulation)
-                .with_max_variables(max_variables.unwrap_or(mdsd::lp::DEFAULT_MAX_VARIABLES));
-            solved(py, &lp, &problem)
+            },
+            max_variables: max_variables.unwrap_or(mdsd::lp::DEFAULT_MAX_VARIABLES),
+        },
+        "flow" => SolveMethod::Flow {
+            max_sets: max_sets.unwrap_or(mdsd::flow::DEFAULT_MAX_SETS),
+            decomposed,
+        },
+        "convex" => SolveMethod::Convex {
+            tolerance: tolerance.unwrap_or(mdsd::convex::DEFAULT_TOLERANCE),
+        },
+        other => {
+            return Err(MdsdError::new_err(format!(
+                "method {other:?}: expected \"lp\", \"flow\" or \"convex\""
+            )));
         }
-        "flow" => {
-            let flow = FlowSolver::default()
-                .with_max_sets(max_sets.unwrap_or(mdsd::flow::DEFAULT_MAX_SETS))
-                .with_decomposition(decomposed);
-            solved(py, &flow, &problem)
-        }
-        "convex" => {
-            let tolerance = tolerance.unwrap_or(mdsd::convex::DEFAULT_TOLERANCE);
-            solved(
-                py,
-                &ConvexSolver::default().with_tolerance(tolerance),
-                &problem,
-            )
-        }
-        other => Err(MdsdError::new_err(format!(
-            "method {other:?}: expected \"lp\", \"flow\" or \"convex\""
-        ))),
-    }
+    };
+    solved(py, &problem, &method)
 }

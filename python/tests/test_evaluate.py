@@ -80,7 +80,7 @@ def test_to_pandas():
 def test_evaluate_errors(tmp_path):
     with pytest.raises(ValueError, match="at least 1"):
         mdsd.evaluate([0.5, 0.5], [0.5, 0.5], n=[0])
-    with pytest.raises(ValueError, match="holds 8 rows"):
+    with pytest.raises(ValueError, match="among its 8 rows"):
         mdsd.evaluate_file(DATA, first_row=6, rows=5)
     with pytest.raises(ValueError, match="missing"):
         mdsd.evaluate_file(tmp_path / "missing.npz")

@@ -10,8 +10,10 @@ use mdsd::core::{
 use mdsd::verify::block::{BlockReport, exact_block, prepare_block, sampled_block_with_progress};
 use serde_json::json;
 
-use super::input::{InputArgs, Role};
-use super::{CliError, Mode, at_least_one, output, progress_bar};
+use super::input::InputArgs;
+use super::{Mode, at_least_one, output, progress_bar};
+use mdsd::Error;
+use mdsd::input::Role;
 
 #[derive(Debug, Args)]
 pub struct BlockArgs {
@@ -50,7 +52,7 @@ pub struct BlockArgs {
     json: bool,
 }
 
-pub fn run(args: &BlockArgs) -> Result<(), CliError> {
+pub fn run(args: &BlockArgs) -> Result<(), Error> {
     args.mode.check()?;
     at_least_one("--paths", args.paths as u64)?;
     let model = context_model(args)?;
@@ -65,7 +67,7 @@ pub fn run(args: &BlockArgs) -> Result<(), CliError> {
         reports.push(if name == "lp" {
             let lp = LpSolver::default()
                 .solve_block(model, args.depth, args.paths)
-                .map_err(CliError::BlockLp)?;
+                .map_err(Error::BlockLp)?;
             BlockReport {
                 name: "lp".into(),
                 expected_accepted: lp.expected_accepted,
@@ -96,7 +98,7 @@ pub fn run(args: &BlockArgs) -> Result<(), CliError> {
         });
     }
     bar.finish_and_clear();
-    let note = args.input.is_data().then_some(UNCONDITIONED);
+    let note = args.input.input().is_data().then_some(UNCONDITIONED);
     if args.json {
         output::emit(&format!("{}\n", to_json(&reports, note)))?;
     } else {
@@ -116,43 +118,44 @@ const UNCONDITIONED: &str = "--data rows are next-token laws recorded along the 
      on their own drafts (that needs live models)";
 
 /// The context model from -p/-q, --markov or --data.
-fn context_model(args: &BlockArgs) -> Result<Box<dyn ContextModel>, CliError> {
+fn context_model(args: &BlockArgs) -> Result<Box<dyn ContextModel>, Error> {
     let invalid = |what: &str| {
         let what = what.to_string();
-        move |source| CliError::Invalid { what, source }
+        move |source| Error::Invalid { what, source }
     };
     if let Some(seed) = args.markov {
         let model = MarkovModel::random(args.markov_vocab, args.order, seed)
             .map_err(invalid("--markov"))?;
         return Ok(Box::new(model));
     }
-    if !args.input.given() {
-        return Err(CliError::Usage(
+    if !args.input.input().given() {
+        return Err(Error::Usage(
             "mdsd block needs -p and -q, --markov SEED or --data FILE".into(),
         ));
     }
-    if args.input.rows.is_some() || args.input.row.is_some_and(|row| row.is_range()) {
-        return Err(CliError::Usage(
+    if args.input.input().rows.is_some() || args.input.input().row.is_some_and(|row| row.is_range())
+    {
+        return Err(Error::Usage(
             "mdsd block takes one row (--row R), or L + 1 rows with --positional; \
              --rows does not apply"
                 .into(),
         ));
     }
-    let mut pairs = args.input.read_all()?;
+    let mut pairs = args.input.input().read_all()?;
     // A data file holds many steps: its row --row is the law at every
     // position, or with --positional rows --row..=--row+L one per position.
     // Rows of -p/-q are positions already.
-    if args.input.is_data() {
+    if args.input.input().is_data() {
         let count = if args.positional { args.depth + 1 } else { 1 };
         pairs = pairs.select(mdsd::logits::RowSelection {
-            first: args.input.first_row(),
+            first: args.input.input().first_row(),
             count: Some(count),
         })?;
     }
     let laws = |role: Role| {
         (0..pairs.rows())
-            .map(|row| args.input.distribution(&pairs, role, row))
-            .collect::<Result<Vec<_>, CliError>>()
+            .map(|row| args.input.input().distribution(&pairs, role, row))
+            .collect::<Result<Vec<_>, Error>>()
     };
     let (mut targets, mut drafts) = (laws(Role::Target)?, laws(Role::Draft(0))?);
     if targets.len() == 1 {

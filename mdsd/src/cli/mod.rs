@@ -11,15 +11,13 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mdsd::bounds::ClosedForm;
+use mdsd::Error;
+use mdsd::solving::SolveMethod;
 use mdsd::verify::VerifierKind;
-use mdsd::{
-    BoundError, ConvexError, ConvexSolver, CoreError, FlowError, FlowSolver, Formulation, LpError,
-    LpSolver, Method, Problem, SchemeKind, Solution, Solve, VerifyError,
-};
-use thiserror::Error;
+use mdsd::{ConvexSolver, Formulation, Problem, SchemeKind};
 
-use input::{InputArgs, InputReport};
+use input::InputArgs;
+use mdsd::input::InputReport;
 use output::Report;
 pub use output::emit;
 
@@ -85,8 +83,8 @@ enum CertificateArg {
 }
 
 impl ProblemArgs {
-    fn problems(&self) -> Result<(Vec<Problem>, InputReport), CliError> {
-        self.input.problems(self.scheme, self.n)
+    fn problems(&self) -> Result<(Vec<Problem>, InputReport), Error> {
+        self.input.input().problems(self.scheme, self.n)
     }
 }
 
@@ -145,7 +143,7 @@ pub struct Mode {
 
 impl Mode {
     /// `--samples 0` asks for no draw: a report of nothing.
-    fn check(&self) -> Result<(), CliError> {
+    fn check(&self) -> Result<(), Error> {
         at_least_one("--samples", self.samples.unwrap_or(1))
     }
 }
@@ -164,9 +162,9 @@ pub(crate) fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
 }
 
 /// A count the user gave that must be at least 1.
-fn at_least_one(flag: &'static str, value: u64) -> Result<(), CliError> {
+fn at_least_one(flag: &'static str, value: u64) -> Result<(), Error> {
     if value == 0 {
-        return Err(CliError::Setting {
+        return Err(Error::Setting {
             flag,
             value: "0".into(),
             expected: "at least 1",
@@ -194,179 +192,41 @@ enum FormulationArg {
     Relaxed,
 }
 
-/// Everything that can go wrong, one line each.
-#[derive(Debug, Error)]
-pub enum CliError {
-    #[error("{arg}: {source}")]
-    Input {
-        arg: String,
-        source: Box<mdsd::logits::LogitsError>,
-    },
-    #[error("{what}: {source}")]
-    Invalid { what: String, source: CoreError },
-    #[error("{0}")]
-    Usage(String),
-    #[error("{flag} {value} is invalid: it must be {expected}")]
-    Setting {
-        flag: &'static str,
-        value: String,
-        expected: &'static str,
-    },
-    #[error("row {row}: {source}")]
-    Solve {
-        row: usize,
-        source: Box<dyn std::error::Error + Send + Sync>,
-        instead: &'static [Method],
-    },
-    #[error("{0}")]
-    BlockLp(LpError),
-    #[error("cannot write {path}: {message}")]
-    Output { path: String, message: String },
-    #[error("{0}")]
-    Verify(#[from] VerifyError),
-    #[error("{0}")]
-    Logits(Box<mdsd::logits::LogitsError>),
-}
-
-impl CliError {
-    /// The commands that scale where this error refused an instance, as a
-    /// user runs them.
-    pub fn instead(&self) -> Vec<&'static str> {
-        let methods = match self {
-            CliError::Solve { instead, .. } => instead,
-            CliError::Invalid { source, .. } => source.instead(),
-            CliError::BlockLp(e) => e.instead(),
-            CliError::Verify(e) => e.instead(),
-            _ => &[],
-        };
-        methods
-            .iter()
-            .map(|method| match method {
-                Method::ClosedForm => "`mdsd bound`",
-                Method::MaxFlow => "`mdsd solve --method flow`",
-                Method::Convex => "`mdsd solve --method convex`",
-                Method::BlockVerification => "`mdsd block --methods bv,gbv`",
-                Method::Sampling => "`--samples N`",
-            })
-            .collect()
-    }
-}
-
-/// The library errors a solve can end in, as the command line reports them.
-trait SolveError: std::error::Error + Send + Sync + Sized + 'static {
-    fn instead(&self) -> &'static [Method];
-    /// The invalid input inside, if that is what the error is.
-    fn invalid(&self) -> Option<&CoreError>;
-
-    fn at_row(self, row: usize) -> CliError {
-        let instead = self.instead();
-        CliError::Solve {
-            row,
-            source: Box::new(self),
-            instead,
-        }
-    }
-
-    /// A bad setting as the flag that set it, any other error as is.
-    fn into_setting_error(self) -> CliError {
-        match self.invalid() {
-            Some(CoreError::InvalidSetting {
-                setting,
-                value,
-                expected,
-            }) => CliError::Setting {
-                flag: match *setting {
-                    "tolerance" => "--tol",
-                    "max_variables" => "--max-variables",
-                    "max_sets" => "--max-sets",
-                    other => other,
-                },
-                value: value.clone(),
-                expected,
-            },
-            _ => self.at_row(0),
-        }
-    }
-}
-
-macro_rules! solve_error {
-    ($type:ident) => {
-        impl SolveError for $type {
-            fn instead(&self) -> &'static [Method] {
-                $type::instead(self)
-            }
-
-            fn invalid(&self) -> Option<&CoreError> {
-                match self {
-                    $type::Invalid(e) => Some(e),
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-solve_error!(BoundError);
-solve_error!(LpError);
-solve_error!(FlowError);
-solve_error!(ConvexError);
-
 /// Parses the command line and runs it.
-pub fn run(cli: Cli) -> Result<(), CliError> {
+pub fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
-        Command::Bound(args) => match solve(&args, &ClosedForm, None) {
+        Command::Bound(args) => match solve(&args, &SolveMethod::ClosedForm, None) {
             // A file of top-k entries only: alpha* as an interval.
-            Err(CliError::Logits(e))
-                if matches!(*e, mdsd::logits::LogitsError::TopKOnly { .. }) =>
-            {
-                top_k::bound(&args.input, args.scheme, args.n, args.json)
-            }
-            // Independent drafts past the subset search: no closed form,
-            // the convex solver's certified interval (its upper end the
-            // alpha* of the best cut it reads off, its lower end reached).
-            Err(CliError::Solve { instead, .. })
-                if args.scheme == SchemeKind::Independent && instead.contains(&Method::Convex) =>
-            {
-                solve(&args, &ConvexSolver::default(), None)
+            Err(Error::Logits(e)) if matches!(*e, mdsd::logits::LogitsError::TopKOnly { .. }) => {
+                top_k::bound(&args.input.input(), args.scheme, args.n, args.json)
             }
             other => other,
         },
         Command::Solve(solve_args) => {
-            let args = &solve_args.problem;
-            let plan = solve_args.plan.as_deref();
-            match solve_args.method {
-                MethodArg::Lp => {
-                    let formulation = match solve_args.formulation {
+            let method = match solve_args.method {
+                MethodArg::Lp => SolveMethod::Lp {
+                    formulation: match solve_args.formulation {
                         FormulationArg::Full => Formulation::Full,
                         FormulationArg::Relaxed => Formulation::Relaxed,
-                    };
-                    let lp = LpSolver::default()
-                        .with_formulation(formulation)
-                        .with_max_variables(solve_args.max_variables);
-                    // Only the full LP's plan is over ordered tuples.
-                    let drafts_as = match formulation {
-                        Formulation::Full => "tuples",
-                        Formulation::Relaxed => "sets",
-                    };
-                    solve(args, &lp, plan.map(|path| (path, drafts_as)))
-                }
-                MethodArg::Flow => {
-                    let flow = FlowSolver::default()
-                        .with_max_sets(solve_args.max_sets)
-                        .with_decomposition(solve_args.decomposed);
-                    solve(args, &flow, plan.map(|path| (path, "sets")))
-                }
-                MethodArg::Convex => {
-                    if plan.is_some() {
-                        return Err(CliError::Usage(
-                            "--plan writes the plans of --method lp and flow; the convex \
-                             solver's verifier is a selection rule (see mdsd compare)"
-                                .into(),
-                        ));
-                    }
-                    let convex = ConvexSolver::default().with_tolerance(solve_args.tol);
-                    solve(args, &convex, None)
-                }
+                    },
+                    max_variables: solve_args.max_variables,
+                },
+                MethodArg::Flow => SolveMethod::Flow {
+                    max_sets: solve_args.max_sets,
+                    decomposed: solve_args.decomposed,
+                },
+                MethodArg::Convex => SolveMethod::Convex {
+                    tolerance: solve_args.tol,
+                },
+            };
+            if solve_args.plan.is_some() && method.plan_drafts().is_none() {
+                return Err(Error::Usage(
+                    "--plan writes the plans of --method lp and flow; the convex solver's \
+                     verifier is a selection rule (see mdsd compare)"
+                        .into(),
+                ));
             }
+            solve(&solve_args.problem, &method, solve_args.plan.as_deref())
         }
         Command::Compare(compare) => run_compare(&compare),
         Command::Eval(args) => eval::run(&args),
@@ -374,98 +234,37 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     }
 }
 
-/// The f64 bytes of the rows a window of `bound` and `solve` holds (the
-/// two sides' rows): 16 MB, so that streamed files pass in bounded memory.
-const WINDOW_BYTES: usize = 16 << 20;
-
-/// What the JSON says of H*: size, p(H*), and for i.i.d. and
-/// without-replacement drafts, whose optimal sets are ratio prefixes
-/// (`docs/DESIGN.md` §3), the pair that ends the prefix when H* is one.
-fn certificate(problem: &Problem, tokens: &[usize]) -> output::Certificate {
-    let p = problem.target().probs();
-    let ratio_prefix_end = match problem.drafts().kind() {
-        SchemeKind::Iid | SchemeKind::WithoutReplacement => {
-            problem.indicator(tokens).ok().and_then(|in_h| {
-                mdsd::bounds::ratio_prefix_end(p, problem.drafts().drafts()[0].probs(), &in_h)
-            })
-        }
-        _ => None,
-    };
-    output::Certificate {
-        size: tokens.len(),
-        p_mass: tokens.iter().fold(0.0, |mass, &y| mass + p[y]),
-        ratio_prefix_end,
-    }
-}
-
-/// Every row's problem by one solver, on rayon's pool, reported as a
-/// table or JSON; with `plan`, the solutions' plans written to the path,
-/// their outcomes named as the second element says (tuples or sets).
-fn solve<S>(
+/// Every row's problem by one method (`mdsd::solving`), reported as a
+/// table or JSON; with `plan`, the solutions' plans written to that path.
+fn solve(
     args: &ProblemArgs,
-    solver: &S,
-    plan: Option<(&std::path::Path, &str)>,
-) -> Result<(), CliError>
-where
-    S: Solve + Sync,
-    S::Solution: Send,
-    S::Error: SolveError,
-{
-    solver
-        .check_settings()
-        .map_err(SolveError::into_setting_error)?;
+    method: &SolveMethod,
+    plan: Option<&std::path::Path>,
+) -> Result<(), Error> {
     let full = args.certificate == CertificateArg::Full;
-    let (solved, input) =
-        args.input
-            .map_rows(args.scheme, args.n, WINDOW_BYTES, |problems, first_row| {
-                problems
-                    .iter()
-                    .enumerate()
-                    .map(|(row, problem)| {
-                        let solution = solver
-                            .solve(problem)
-                            .map_err(|e| e.at_row(first_row + row))?;
-                        let solved = solution.summary();
-                        let compact = certificate(problem, &solved.certificate);
-                        // Tables show the first ids, JSON all of them only when
-                        // asked: only those are kept (H* runs to 150k ids a row).
-                        let kept = if full {
-                            solved.certificate.len()
-                        } else {
-                            output::SHOWN_TOKENS
-                        };
-                        let summary = mdsd::Summary {
-                            certificate: solved.certificate.iter().take(kept).copied().collect(),
-                            status: solved.status,
-                            ..*solved
-                        };
-                        Ok((
-                            summary,
-                            compact,
-                            plan.and_then(|_| solution.plan().cloned()),
-                        ))
-                    })
-                    .collect()
-            })?;
-    let (mut rows, mut certificates, mut plans) = (Vec::new(), Vec::new(), Vec::new());
-    for (summary, compact, kept) in solved {
-        rows.push(summary);
-        certificates.push(compact);
-        plans.extend(kept);
-    }
+    // Tables show the first ids, JSON all of them only when asked.
+    let kept_ids = (!full).then_some(output::SHOWN_TOKENS);
+    let solved = mdsd::solving::solve_rows(
+        &args.input.input(),
+        args.scheme,
+        args.n,
+        method,
+        kept_ids,
+        plan.is_some(),
+    )?;
     let report = Report {
-        input: &input,
+        input: &solved.input,
         scheme: args.scheme.name(),
         n: args.n,
-        method: solver.name(),
-        rows: rows.iter().collect(),
-        certificates,
+        method: solved.method,
+        rows: solved.rows.iter().map(|(summary, _)| summary).collect(),
+        certificates: solved.rows.iter().map(|(_, c)| c.clone()).collect(),
         full_certificates: full,
     };
-    if let Some((path, drafts_as)) = plan {
-        let plans: Vec<&mdsd::Plan> = plans.iter().collect();
+    if let (Some(path), Some(drafts_as)) = (plan, method.plan_drafts()) {
+        let plans: Vec<&mdsd::Plan> = solved.plans.iter().collect();
         std::fs::write(path, output::plans_json(&report, drafts_as, &plans)).map_err(|e| {
-            CliError::Output {
+            Error::Output {
                 path: format!("the plan to {}", path.display()),
                 message: e.to_string(),
             }
@@ -479,12 +278,12 @@ where
     Ok(())
 }
 
-fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
+fn run_compare(compare: &CompareArgs) -> Result<(), Error> {
     compare.mode.check()?;
     let args = &compare.problem;
     let (problems, input) = args.problems()?;
     let [problem] = problems.as_slice() else {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "mdsd compare takes one problem, the inputs hold {} rows (choose one with --row R)",
             problems.len()
         )));
@@ -525,7 +324,7 @@ fn run_compare(compare: &CompareArgs) -> Result<(), CliError> {
         let reasons: Vec<String> = (skipped.iter())
             .map(|s| format!("{}: {}", s.verifier, s.reason))
             .collect();
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "no verifier can run on this problem ({})",
             reasons.join("; ")
         )));

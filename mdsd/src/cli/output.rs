@@ -4,17 +4,20 @@ use mdsd::verify::{CertifiedAlpha, ExactReport, SampledReport};
 use mdsd::{Plan, Status, Summary};
 use serde_json::json;
 
-use super::input::InputReport;
-use super::{CliError, ProblemArgs};
+use mdsd::Error;
+use mdsd::input::InputReport;
+use mdsd::solving::CompactCertificate;
+
+use super::ProblemArgs;
 
 /// Writes `text` to standard output. A reader that has gone (`mdsd ... |
 /// head`) is no error: what is left has nowhere to go, and the command
 /// ends quietly.
-pub fn emit(text: &str) -> Result<(), CliError> {
+pub fn emit(text: &str) -> Result<(), Error> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::Output {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::Output {
             path: "standard output".into(),
             message: e.to_string(),
         }),
@@ -30,20 +33,9 @@ pub struct Report<'a> {
     pub n: usize,
     pub method: &'a str,
     pub rows: Vec<&'a Summary>,
-    pub certificates: Vec<Certificate>,
+    pub certificates: Vec<CompactCertificate>,
     /// `--certificate full`: the ids of H* as well.
     pub full_certificates: bool,
-}
-
-/// What a JSON row says of H*: checkable without its ids (which run to
-/// 150k at full vocabulary). Its size, p(H*), and where H* is a prefix of
-/// the ascending-p/q order (`mdsd_bounds::ratio_prefix_end`), the pair
-/// (p/q, token) that ends it: H* is every token whose (p/q, id) is at most
-/// that pair, ties broken by ascending id.
-pub struct Certificate {
-    pub size: usize,
-    pub p_mass: f64,
-    pub ratio_prefix_end: Option<(f64, usize)>,
 }
 
 /// Certificates longer than this are elided in tables (JSON has them whole).
@@ -51,9 +43,9 @@ pub const SHOWN_TOKENS: usize = 8;
 
 impl Report<'_> {
     /// One row as JSON: `alpha_star`, `acceptance`, `certificate` (a
-    /// [`Certificate`], null when none verified), `status`, `iterations`, `elapsed_ms`,
+    /// compact certificate, null when none verified), `status`, `iterations`, `elapsed_ms`,
     /// with the scheme, n and method.
-    fn row_json(&self, summary: &Summary, certificate: &Certificate) -> serde_json::Value {
+    fn row_json(&self, summary: &Summary, certificate: &CompactCertificate) -> serde_json::Value {
         let certificate = match summary.status {
             Status::CertificateUnverified => serde_json::Value::Null,
             _ => {
@@ -177,21 +169,18 @@ impl Report<'_> {
     }
 }
 
-/// The plans as one JSON document: per problem, its draft outcomes (ordered
-/// tuples or sets, as `drafts_as` says) with Q and the dense law
-/// pi(. | drafts); several problems as `{"rows": [...]}`.
+/// The plans as one JSON document: per problem, `drafts` (its draft
+/// outcomes, ordered tuples or sets as `drafts_as` says), `probs` (Q of
+/// each) and `conditional` (the dense law pi(. | drafts) of each), the keys
+/// of Python's `Solution.plan`; several problems as `{"rows": [...]}`.
 pub fn plans_json(report: &Report, drafts_as: &str, plans: &[&Plan]) -> String {
     let documents: Vec<serde_json::Value> = report
         .rows
         .iter()
         .zip(plans)
         .map(|(row, plan)| {
-            let outcomes: Vec<serde_json::Value> = plan
-                .law()
-                .iter()
-                .enumerate()
-                .map(|(i, (drafts, prob))| json!({"drafts": drafts, "prob": prob, "pi": plan.conditional(i)}))
-                .collect();
+            let law = plan.law();
+            let conditional: Vec<&[f64]> = (0..law.len()).map(|i| plan.conditional(i)).collect();
             json!({
                 "scheme": report.scheme,
                 "n": report.n,
@@ -199,7 +188,9 @@ pub fn plans_json(report: &Report, drafts_as: &str, plans: &[&Plan]) -> String {
                 "alpha_star": row.alpha_star,
                 "vocab_size": plan.vocab_size(),
                 "drafts_as": drafts_as,
-                "outcomes": outcomes,
+                "drafts": law.outcomes,
+                "probs": law.probs,
+                "conditional": conditional,
             })
         })
         .collect();

@@ -12,17 +12,18 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use super::eval::plot;
-use super::input::InputArgs;
+use super::output;
 use super::report::ReportFolder;
-use super::{CliError, output};
+use mdsd::Error;
+use mdsd::input::Input;
 
 /// Why only i.i.d. drafts: the interval's proof rests on alpha* depending
 /// on a set H only through p(H) and q(H) (`mdsd_bounds::top_k`).
-fn check_scheme(scheme: SchemeKind) -> Result<(), CliError> {
+fn check_scheme(scheme: SchemeKind) -> Result<(), Error> {
     if scheme == SchemeKind::Iid {
         return Ok(());
     }
-    Err(CliError::Usage(format!(
+    Err(Error::Usage(format!(
         "--scheme {scheme}: rows of top-k entries give alpha* intervals for iid drafts only \
          (the bounds rest on Q(H) = q(H)^n)"
     )))
@@ -33,17 +34,15 @@ fn intervals(
     rows: &TopKRows,
     first_row: usize,
     ns: &[usize],
-) -> Result<Vec<Vec<AlphaInterval>>, CliError> {
+) -> Result<Vec<Vec<AlphaInterval>>, Error> {
     rows.rows
         .par_iter()
         .enumerate()
         .map(|(r, row)| {
-            optimal_acceptance_iid_interval(&row.target, &row.draft, ns).map_err(|e| {
-                CliError::Solve {
-                    row: first_row + r,
-                    source: Box::new(e),
-                    instead: &[],
-                }
+            optimal_acceptance_iid_interval(&row.target, &row.draft, ns).map_err(|e| Error::Solve {
+                row: first_row + r,
+                source: Box::new(e),
+                instead: &[],
             })
         })
         .collect()
@@ -73,7 +72,7 @@ fn note(rows: &TopKRows) -> String {
 }
 
 /// `mdsd bound` on top-k rows.
-pub fn bound(input: &InputArgs, scheme: SchemeKind, n: usize, json: bool) -> Result<(), CliError> {
+pub fn bound(input: &Input, scheme: SchemeKind, n: usize, json: bool) -> Result<(), Error> {
     check_scheme(scheme)?;
     let rows = input.read_top_k()?;
     let first_row = input.first_row();
@@ -106,7 +105,7 @@ pub fn bound(input: &InputArgs, scheme: SchemeKind, n: usize, json: bool) -> Res
 
 /// What `mdsd eval` asks of top-k rows.
 pub struct EvalRequest<'a> {
-    pub input: &'a InputArgs,
+    pub input: &'a Input,
     pub ns: &'a [usize],
     pub schemes: &'a [SchemeKind],
     pub verifiers: &'a [String],
@@ -117,7 +116,7 @@ pub struct EvalRequest<'a> {
 /// `mdsd eval` on top-k rows: per row and n the iid interval, the means of
 /// both ends, `alpha.csv` with both ends and a plot whose bars span the
 /// mean interval.
-pub fn eval(request: &EvalRequest) -> Result<(), CliError> {
+pub fn eval(request: &EvalRequest) -> Result<(), Error> {
     // The other schemes and every verifier need whole rows: left out, and
     // said so (the defaults include them).
     if !request.schemes.contains(&SchemeKind::Iid) {
@@ -191,7 +190,7 @@ fn write_outputs(
     found: &[Vec<AlphaInterval>],
     means: &[AlphaInterval],
     document: &serde_json::Value,
-) -> Result<(), CliError> {
+) -> Result<(), Error> {
     let folder = ReportFolder::create(dir)?;
     let write = |name: &str, text: String| folder.write(name, text);
     write("eval.json", format!("{document:#}\n"))?;

@@ -1,0 +1,707 @@
+//! Row evaluation, what `mdsd eval` and Python's `mdsd.evaluate` compute:
+//! alpha* of each draft scheme and n, and the acceptance of each verifier
+//! (exact where it has a closed form, else sampled with a 99% interval),
+//! on every row of an [`Input`] (a window at a time where the file
+//! streams) or of rows in memory. A row that fails at some stage is
+//! recorded with its stage and error and its values are NaN, unless the
+//! request is strict.
+
+use std::sync::{Mutex, PoisonError};
+
+use indicatif::ProgressBar;
+use rayon::prelude::*;
+
+use crate::core::Side;
+use crate::error::{Error, SolveError};
+use crate::input::{Input, InputReport};
+use crate::logits::{Backend, Layout, LogitsError, Matrix, Pairs, builtin_sample};
+use crate::verify::VerifierKind;
+use crate::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind};
+
+/// What to evaluate on every row.
+#[derive(Debug, Clone)]
+pub struct EvalRequest {
+    /// Numbers of drafts.
+    pub ns: Vec<usize>,
+    /// Draft schemes for alpha*.
+    pub schemes: Vec<SchemeKind>,
+    /// Verifiers to rate, each on the scheme it is rated on (`name` or
+    /// `name@scheme`, [`verifier_scheme`]).
+    pub verifiers: Vec<(VerifierKind, SchemeKind)>,
+    /// Draws per row and n for sampled verifiers.
+    pub samples: u64,
+    /// Seed of the sampled verifiers: row r of the selection uses seed + r.
+    pub seed: u64,
+    /// Stop at the first row that fails.
+    pub strict: bool,
+}
+
+impl EvalRequest {
+    /// Refuses what would fail every row, before any is read: no n or
+    /// n = 0, no draw, hub drafts, transforms that cannot apply, verifiers
+    /// past their draft count.
+    pub fn check(&self, input: &Input) -> Result<(), Error> {
+        let usage = |m: String| Error::Usage(m);
+        if self.ns.is_empty() || self.ns.contains(&0) {
+            return Err(usage("--n takes numbers of drafts of at least 1".into()));
+        }
+        if self.samples == 0 {
+            return Err(Error::Setting {
+                flag: "--samples",
+                value: "0".into(),
+                expected: "at least 1",
+            });
+        }
+        if self.schemes.contains(&SchemeKind::Hub) {
+            return Err(usage(
+                "--schemes hub: an evaluation draws iid, wor, greedy, argmax, top or independent \
+                 drafts"
+                    .into(),
+            ));
+        }
+        for side in [Side::Target, Side::Draft] {
+            (input.transform(side).check()).map_err(|source| Error::Invalid {
+                what: format!("the {}'s transform", side.name()),
+                source,
+            })?;
+        }
+        if !self.verifiers.is_empty() {
+            for &n in &self.ns {
+                crate::verify::check_verifier_drafts(n)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An evaluation's results: per scheme and verifier a `rows x ns` matrix,
+/// what was read, and the rows that failed (the first failure of each, in
+/// row order).
+pub struct Evaluation {
+    pub input: InputReport,
+    /// The data in a line: its source, rows and vocabulary.
+    pub described: String,
+    pub schemes: Vec<SchemeResult>,
+    pub verifiers: Vec<VerifierResult>,
+    pub failures: Vec<Failure>,
+}
+
+/// Evaluates the rows `input` selects (the built-in sample where it names
+/// none): a window of about `WINDOW_BYTES` at a time where the file
+/// streams, else all at once. `progress` counts rows when streamed, draws
+/// otherwise (its length is set here). A file of top-k entries only is
+/// refused with `LogitsError::TopKOnly`.
+pub fn evaluate(
+    input: &Input,
+    request: &EvalRequest,
+    backend: &dyn Backend,
+    progress: &ProgressBar,
+) -> Result<Evaluation, Error> {
+    request.check(input)?;
+    let failures = Failures::new(request.strict, input.first_row());
+    let Some((reader, rows)) = input.streamed()? else {
+        let pairs = if input.given() {
+            input.read()?
+        } else {
+            input.select(builtin_sample()?)?
+        };
+        return evaluate_rows(&pairs, input, request, backend, progress, failures);
+    };
+    let cols = reader.shape().last().copied().unwrap_or(1).max(1);
+    let window = (WINDOW_BYTES / (16 * cols)).max(rayon::current_num_threads());
+    // Progress in rows: the windows are alike, so the ETA holds.
+    progress.set_length(rows.len() as u64);
+    let quiet = ProgressBar::hidden();
+    let mut results: Option<(Vec<SchemeResult>, Vec<VerifierResult>)> = None;
+    for start in rows.clone().step_by(window) {
+        let end = rows.end.min(start + window);
+        let pairs = reader.read(start..end)?;
+        check_draft_laws(&pairs, input, request)?;
+        let window_failures = Failures {
+            first_row: start,
+            ..failures.empty_like()
+        };
+        let done = evaluate_window(
+            &pairs,
+            input,
+            request,
+            backend,
+            &window_failures,
+            &quiet,
+            start - rows.start,
+        )?;
+        failures.absorb(window_failures);
+        results = Some(match results {
+            None => done,
+            Some(before) => joined(before, done)?,
+        });
+        progress.inc((end - start) as u64);
+    }
+    let (schemes, verifiers) = results.expect("at least one row is selected");
+    Ok(Evaluation {
+        input: input.streamed_report(&reader, &rows),
+        described: format!("{} ({} rows, V = {})", reader.source(), rows.len(), cols),
+        schemes,
+        verifiers,
+        failures: failures.into_first_per_row(),
+    })
+}
+
+/// Evaluates rows in memory (`input` gives their transforms and draft
+/// laws, and numbers them from its first row). `progress` counts draws: a
+/// sampled verifier's row and n counts the request's samples, each exact
+/// one as much, done at once.
+pub fn evaluate_pairs(
+    pairs: &Pairs,
+    input: &Input,
+    request: &EvalRequest,
+    backend: &dyn Backend,
+    progress: &ProgressBar,
+) -> Result<Evaluation, Error> {
+    request.check(input)?;
+    let failures = Failures::new(request.strict, input.first_row());
+    evaluate_rows(pairs, input, request, backend, progress, failures)
+}
+
+fn evaluate_rows(
+    pairs: &Pairs,
+    input: &Input,
+    request: &EvalRequest,
+    backend: &dyn Backend,
+    progress: &ProgressBar,
+    failures: Failures,
+) -> Result<Evaluation, Error> {
+    check_draft_laws(pairs, input, request)?;
+    let units = (request.schemes.len() as u64).saturating_add(
+        (request.verifiers.len() as u64).saturating_mul((request.ns.len() * pairs.rows()) as u64),
+    );
+    progress.set_length(units.saturating_mul(request.samples));
+    let (schemes, verifiers) =
+        evaluate_window(pairs, input, request, backend, &failures, progress, 0)?;
+    Ok(Evaluation {
+        input: input.report(pairs),
+        described: describe(pairs),
+        schemes,
+        verifiers,
+        failures: failures.into_first_per_row(),
+    })
+}
+
+/// A row that could not be evaluated at some stage, and why.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub row: usize,
+    pub stage: String,
+    pub error: String,
+}
+
+/// Rows that fail: when strict the first ends the evaluation; otherwise
+/// each is recorded and its values are NaN, which the means leave out.
+struct Failures {
+    strict: bool,
+    /// The number of the first row selected, for the rows recorded.
+    first_row: usize,
+    list: Mutex<Vec<Failure>>,
+}
+
+impl Failures {
+    fn new(strict: bool, first_row: usize) -> Self {
+        Self {
+            strict,
+            first_row,
+            list: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A `rows x width` matrix from per-row results, failed rows NaN.
+    fn gather(
+        &self,
+        stage: &str,
+        width: usize,
+        rows: Vec<Result<Vec<f64>, Error>>,
+    ) -> Result<Matrix, Error> {
+        let mut values = Vec::with_capacity(rows.len());
+        for (r, row) in rows.into_iter().enumerate() {
+            match row {
+                Ok(row) => values.push(row),
+                Err(e) if self.strict => return Err(e),
+                Err(e) => {
+                    // The row is recorded here: a batch error's own row
+                    // number (0 of a one-row batch) would mislead.
+                    let error = match &e {
+                        Error::Logits(inner) => match inner.as_ref() {
+                            LogitsError::Bound { source, .. } => source.to_string(),
+                            other => other.to_string(),
+                        },
+                        other => other.to_string(),
+                    };
+                    let failure = Failure {
+                        row: self.first_row + r,
+                        stage: stage.to_string(),
+                        error,
+                    };
+                    self.list
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(failure);
+                    values.push(vec![f64::NAN; width]);
+                }
+            }
+        }
+        Ok(Matrix::from_rows(&values)?)
+    }
+
+    /// A batch's result; where the batch failed (and not --strict), each
+    /// of `rows` rows again alone by `one`, so that one bad row does not
+    /// hide the others.
+    fn batch_or_rows(
+        &self,
+        stage: &str,
+        rows: usize,
+        width: usize,
+        batch: Result<Matrix, Error>,
+        one: impl Fn(usize) -> Result<Vec<f64>, Error>,
+    ) -> Result<Matrix, Error> {
+        match batch {
+            Ok(matrix) => Ok(matrix),
+            Err(e) if self.strict => Err(e),
+            // Row by row in turn: the backend batches, and need not be Sync.
+            Err(_) => self.gather(stage, width, (0..rows).map(one).collect()),
+        }
+    }
+
+    /// No failure yet, the same strictness, for a window's rows.
+    fn empty_like(&self) -> Self {
+        Self {
+            strict: self.strict,
+            first_row: self.first_row,
+            list: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Takes a window's failures in.
+    fn absorb(&self, window: Failures) {
+        let more = window
+            .list
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        (self.list.lock().unwrap_or_else(PoisonError::into_inner)).extend(more);
+    }
+
+    /// Every failure, one per row (its first), in row order.
+    fn into_first_per_row(self) -> Vec<Failure> {
+        let mut list = self
+            .list
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        list.sort_by_key(|f| f.row);
+        list.dedup_by_key(|f| f.row);
+        list
+    }
+}
+
+/// Row `r` of `m` as a matrix of its own.
+fn single_row(m: &Matrix, r: usize) -> Result<Matrix, Error> {
+    Ok(Matrix::new(1, m.cols(), m.row(r).to_vec())?)
+}
+
+/// alpha* of one scheme: `rows x ns`.
+pub struct SchemeResult {
+    pub scheme: SchemeKind,
+    pub alpha: Matrix,
+}
+
+/// One verifier's acceptance: `rows x ns`.
+pub struct VerifierResult {
+    pub kind: VerifierKind,
+    pub scheme: SchemeKind,
+    /// "exact" (a closed form) or "sampled".
+    pub method: &'static str,
+    pub acceptance: Matrix,
+    /// Per row and n, the Wilson 99% interval of a sampled acceptance
+    /// (NaN where the acceptance is exact or the row failed).
+    pub interval_low: Matrix,
+    pub interval_high: Matrix,
+}
+
+impl VerifierResult {
+    /// The verifier's name, with `@scheme` where it is rated on another
+    /// scheme than its default ([`VerifierKind::rated_scheme`]).
+    pub fn label(&self) -> String {
+        match self.kind.rated_scheme() == Some(self.scheme) {
+            true => self.kind.name().to_string(),
+            false => format!("{}@{}", self.kind, self.scheme.name()),
+        }
+    }
+
+    /// Whether the sampled mean of column `j` lies above the mean alpha* of
+    /// its scheme (when that scheme was evaluated) by less than its 99%
+    /// half-width: sampling noise, to be shown as such rather than as a
+    /// verifier beating the optimum.
+    pub fn above_alpha_within_interval(
+        &self,
+        j: usize,
+        draws: u64,
+        schemes: &[SchemeResult],
+    ) -> bool {
+        let Some(h) = self.mean_half_width(j, draws) else {
+            return false;
+        };
+        let mean = column_mean(&self.acceptance, j);
+        (schemes.iter().find(|s| s.scheme == self.scheme))
+            .map(|s| column_mean(&s.alpha, j))
+            .is_some_and(|alpha| mean > alpha && mean - h <= alpha)
+    }
+
+    /// The 99% half-width of the mean of column `j` over the rows that
+    /// did not fail, where the acceptances are sampled: each row's
+    /// variance a (1 - a) / draws, the rows independent, a normal interval
+    /// of the mean. `None` for exact acceptances.
+    pub fn mean_half_width(&self, j: usize, draws: u64) -> Option<f64> {
+        if self.method != "sampled" {
+            return None;
+        }
+        let values: Vec<f64> = (self.acceptance.iter_rows().map(|row| row[j]))
+            .filter(|x| !x.is_nan())
+            .collect();
+        let variance: f64 = values.iter().map(|a| a * (1.0 - a) / draws as f64).sum();
+        Some(crate::verify::Z_99 * variance.sqrt() / values.len() as f64)
+    }
+}
+
+/// What rows of a streamed file a window of an evaluation holds, in bytes
+/// of f64 of both sides: a file larger than memory passes in bounded
+/// memory.
+const WINDOW_BYTES: usize = 32 << 20;
+
+/// Several draft laws serve independent drafts only: the other schemes
+/// draw from the first draft row at the draft's own transform.
+fn check_draft_laws(pairs: &Pairs, input: &Input, request: &EvalRequest) -> Result<(), Error> {
+    let verifiers = &request.verifiers;
+    let laws = input.draft_laws(1 + pairs.more_drafts.len())?.len();
+    let independent = (request.schemes.iter())
+        .chain(verifiers.iter().map(|(_, scheme)| scheme))
+        .any(|&scheme| scheme == SchemeKind::Independent);
+    if laws == 1 || independent {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{laws} draft laws (-q repeated, --draft-arrays, --draft-temperatures) serve independent \
+         drafts only: add independent to --schemes or rate a verifier on it (`khisti@independent`)"
+    )))
+}
+
+/// alpha* of every scheme and the rating of every verifier on the rows of
+/// `pairs`, whose first is `offset` rows into the selection (the sampled
+/// verifiers' seeds count from the selection's first row).
+fn evaluate_window(
+    pairs: &Pairs,
+    input: &Input,
+    request: &EvalRequest,
+    backend: &dyn Backend,
+    failures: &Failures,
+    progress: &ProgressBar,
+    offset: usize,
+) -> Result<(Vec<SchemeResult>, Vec<VerifierResult>), Error> {
+    let verifiers = &request.verifiers;
+    let rows = pairs.rows();
+    let distributions = |matrix: &Matrix, side| {
+        let transform = input.transform(side);
+        let batch = backend
+            .distributions(matrix, pairs.values, &transform)
+            .map_err(Error::from);
+        failures.batch_or_rows("distribution", rows, matrix.cols(), batch, |r| {
+            let one = backend.distributions(&single_row(matrix, r)?, pairs.values, &transform)?;
+            Ok(one.row(0).to_vec())
+        })
+    };
+    let target = distributions(&pairs.target, Side::Target)?;
+    let draft = distributions(&pairs.draft, Side::Draft)?;
+    let independent = (request.schemes.iter())
+        .chain(verifiers.iter().map(|(_, scheme)| scheme))
+        .any(|&scheme| scheme == SchemeKind::Independent);
+    // The laws independent drafts take in turn, each row transformed.
+    let laws = match independent {
+        true => (input.draft_laws(1 + pairs.more_drafts.len())?.iter())
+            .map(|&(model, transform)| {
+                let rows = match model {
+                    0 => &pairs.draft,
+                    i => &pairs.more_drafts[i - 1],
+                };
+                let batch = backend.distributions(rows, pairs.values, &transform);
+                failures.batch_or_rows(
+                    "draft law",
+                    pairs.rows(),
+                    rows.cols(),
+                    batch.map_err(Error::from),
+                    |r| {
+                        let one = backend.distributions(
+                            &single_row(rows, r)?,
+                            pairs.values,
+                            &transform,
+                        )?;
+                        Ok(one.row(0).to_vec())
+                    },
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        false => Vec::new(),
+    };
+    // One convex solver for every row: it keeps its memory between solves.
+    let convex = ConvexSolver::default();
+    let data = Rows {
+        target: &target,
+        draft: &draft,
+        laws: &laws,
+        offset,
+    };
+    let schemes = request
+        .schemes
+        .iter()
+        .map(|&scheme| {
+            let batched = |target: &Matrix, draft: &Matrix| -> Result<Matrix, Error> {
+                Ok(match scheme {
+                    SchemeKind::Iid => {
+                        backend.optimal_acceptance_iid(target, draft, &request.ns)?
+                    }
+                    _ => backend.optimal_acceptance_wor(target, draft, &request.ns)?,
+                })
+            };
+            let alpha = match scheme {
+                SchemeKind::Iid | SchemeKind::WithoutReplacement => failures.batch_or_rows(
+                    scheme.name(),
+                    rows,
+                    request.ns.len(),
+                    batched(&target, &draft),
+                    |r| {
+                        let one = batched(&single_row(&target, r)?, &single_row(&draft, r)?)?;
+                        Ok(one.row(0).to_vec())
+                    },
+                )?,
+                _ => failures.gather(
+                    scheme.name(),
+                    request.ns.len(),
+                    alpha_by_rows(scheme, data, &request.ns, &convex, failures.first_row),
+                )?,
+            };
+            progress.inc(request.samples);
+            Ok(SchemeResult { scheme, alpha })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let rated = verifiers
+        .iter()
+        .map(|&(kind, scheme)| {
+            rate_verifier(kind, scheme, data, request, &convex, progress, failures)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((schemes, rated))
+}
+
+/// The results of two windows, the second's rows after the first's.
+fn joined(
+    (schemes, rated): (Vec<SchemeResult>, Vec<VerifierResult>),
+    (more_schemes, more_rated): (Vec<SchemeResult>, Vec<VerifierResult>),
+) -> Result<(Vec<SchemeResult>, Vec<VerifierResult>), Error> {
+    let schemes = (schemes.into_iter().zip(more_schemes))
+        .map(|(a, b)| {
+            Ok(SchemeResult {
+                scheme: a.scheme,
+                alpha: a.alpha.stacked(&b.alpha)?,
+            })
+        })
+        .collect::<Result<_, Error>>()?;
+    let rated = (rated.into_iter().zip(more_rated))
+        .map(|(a, b)| {
+            Ok(VerifierResult {
+                kind: a.kind,
+                scheme: a.scheme,
+                method: if a.method == "exact" && b.method == "exact" {
+                    "exact"
+                } else {
+                    "sampled"
+                },
+                acceptance: a.acceptance.stacked(&b.acceptance)?,
+                interval_low: a.interval_low.stacked(&b.interval_low)?,
+                interval_high: a.interval_high.stacked(&b.interval_high)?,
+            })
+        })
+        .collect::<Result<_, Error>>()?;
+    Ok((schemes, rated))
+}
+
+/// A verifier and the scheme it is rated on (`name` or `name@scheme`), or
+/// why mdsd eval cannot rate it.
+pub fn verifier_scheme(spec: &str) -> Result<(VerifierKind, SchemeKind), Error> {
+    let (kind, scheme) = VerifierKind::parse_rated(spec)?;
+    if scheme == SchemeKind::Hub {
+        return Err(Error::Usage(format!(
+            "--verifiers {spec}: an evaluation does not draw hub drafts"
+        )));
+    }
+    Ok((kind, scheme))
+}
+
+/// The transformed rows a verifier is rated on.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    target: &'a Matrix,
+    draft: &'a Matrix,
+    /// The draft laws independent drafts take in turn (empty unless some
+    /// scheme or verifier is independent).
+    laws: &'a [Matrix],
+    /// How many rows into the selection the first is (sampled verifiers
+    /// seed row r of the selection with seed + r).
+    offset: usize,
+}
+
+impl Rows<'_> {
+    /// Row `r`'s problem of `n` drafts of `scheme`, numbered `row` in
+    /// errors: independent drafts from the laws in turn, the other schemes
+    /// from the draft row.
+    fn problem(
+        &self,
+        r: usize,
+        scheme: SchemeKind,
+        n: usize,
+        row: usize,
+    ) -> Result<Problem, Error> {
+        let invalid = |source| Error::Invalid {
+            what: format!("row {row}"),
+            source,
+        };
+        let law = |m: &Matrix| Distribution::from_probs(m.row(r)).map_err(invalid);
+        let p = law(self.target)?;
+        let drafts = match scheme {
+            SchemeKind::Independent => {
+                let laws = self.laws.iter().map(law).collect::<Result<Vec<_>, _>>()?;
+                DraftScheme::independent_cycled(&laws, n)
+            }
+            _ => DraftScheme::new(scheme, vec![law(self.draft)?], n),
+        };
+        drafts
+            .and_then(|drafts| Problem::new(p, drafts))
+            .map_err(invalid)
+    }
+}
+
+/// alpha* row by row on rayon's pool (not a backend method: it is one
+/// pass per row, no batched kernel to gain); rows numbered from
+/// `first_row` in errors. Greedy, argmax and top drafts in closed form
+/// (argmax drafts one token whatever n: the same value in every column);
+/// independent drafts, which have no closed form at large V, by the upper
+/// end of the convex solver's certified interval (`docs/DESIGN.md` §6b),
+/// p(H) + 1 - q_1(H) ... q_n(H) for the H its solution reads off.
+fn alpha_by_rows(
+    scheme: SchemeKind,
+    data: Rows,
+    ns: &[usize],
+    convex: &ConvexSolver,
+    first_row: usize,
+) -> Vec<Result<Vec<f64>, Error>> {
+    (0..data.target.rows())
+        .into_par_iter()
+        .map(|r| {
+            let row = first_row + r;
+            ns.iter()
+                .map(|&n| {
+                    let n = scheme.fixed_n().unwrap_or(n);
+                    let problem = data.problem(r, scheme, n, row)?;
+                    match scheme {
+                        SchemeKind::Independent => {
+                            crate::verify::certified_alpha_star(&problem, convex)
+                                .map(|alpha| alpha.alpha_star)
+                                .map_err(|e| Error::Solve {
+                                    row,
+                                    instead: e.instead(),
+                                    source: Box::new(e),
+                                })
+                        }
+                        _ => crate::optimal_acceptance(&problem)
+                            .map(|bound| bound.alpha_star)
+                            .map_err(|e| e.at_row(row)),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A verifier's acceptance on every row and n: exact from its closed form
+/// when it has one ([`VerifierKind::exact_acceptance`]), else the sampled
+/// harness's estimate.
+fn rate_verifier(
+    kind: VerifierKind,
+    scheme: SchemeKind,
+    data: Rows,
+    request: &EvalRequest,
+    convex: &ConvexSolver,
+    progress: &ProgressBar,
+    failures: &Failures,
+) -> Result<VerifierResult, Error> {
+    type Rated = (f64, Option<(f64, f64)>);
+    let rows: Vec<Result<Vec<Rated>, Error>> = (0..data.target.rows())
+        .into_par_iter()
+        .map(|r| {
+            let row = failures.first_row + r;
+            request
+                .ns
+                .iter()
+                .map(|&n| {
+                    let problem = data.problem(r, scheme, n, row)?;
+                    let rating = kind.rate(
+                        &problem,
+                        convex,
+                        request.samples,
+                        request.seed.wrapping_add((data.offset + r) as u64),
+                        &|done| progress.inc(done),
+                    )?;
+                    let acceptance = (rating.acceptance, rating.interval);
+                    Ok(acceptance)
+                })
+                .collect()
+        })
+        .collect();
+    let exact = (rows.iter().flatten().flatten()).all(|(_, interval)| interval.is_none());
+    let width = request.ns.len();
+    let bounds = |end: fn((f64, f64)) -> f64| -> Result<Matrix, Error> {
+        let values: Vec<Vec<f64>> = (rows.iter())
+            .map(|row| match row {
+                Ok(row) => (row.iter()).map(|(_, i)| i.map_or(f64::NAN, end)).collect(),
+                Err(_) => vec![f64::NAN; width],
+            })
+            .collect();
+        Ok(Matrix::from_rows(&values)?)
+    };
+    let (interval_low, interval_high) = (bounds(|i| i.0)?, bounds(|i| i.1)?);
+    let acceptance = rows
+        .into_iter()
+        .map(|row| row.map(|row| row.iter().map(|&(a, _)| a).collect()))
+        .collect();
+    Ok(VerifierResult {
+        kind,
+        scheme,
+        method: if exact { "exact" } else { "sampled" },
+        acceptance: failures.gather(kind.name(), width, acceptance)?,
+        interval_low,
+        interval_high,
+    })
+}
+
+/// The mean of column `j` over the rows that did not fail (NaN: none did
+/// not, shown as null and "-").
+pub fn column_mean(m: &Matrix, j: usize) -> f64 {
+    let values: Vec<f64> = m
+        .iter_rows()
+        .map(|row| row[j])
+        .filter(|x| !x.is_nan())
+        .collect();
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+fn describe(pairs: &Pairs) -> String {
+    let layout = match pairs.layout {
+        Layout::Dense => format!("V = {}", pairs.target.cols()),
+        Layout::SparseWithTail { kept, .. } => format!("top-{kept} + tail"),
+    };
+    format!("{} ({} rows, {layout})", pairs.source, pairs.rows())
+}
