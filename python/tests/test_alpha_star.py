@@ -2,7 +2,6 @@
 closed form, the command line on real rows, and the errors users meet."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -113,11 +112,9 @@ def test_torch_tensors_when_torch_is_installed():
     assert abs(mdsd.alpha_star(p, q, 2)[0] - 0.86) < 1e-2
 
 
-def test_real_rows_agree_with_the_command_line():
-    binary = Path(os.environ.get("MDSD_BIN", ROOT / "target" / "release" / "mdsd"))
+def test_real_rows_agree_with_the_command_line(mdsd_binary):
+    binary = mdsd_binary
     data = ROOT / "data" / "qwen-coder-dense-8rows.npz"
-    if not binary.exists():
-        pytest.skip(f"no mdsd binary at {binary} (build it or set MDSD_BIN)")
     rows = np.load(data)
     out = subprocess.run([str(binary), "bound", "--data", str(data), "-n", "4", "--json"],
                          check=True, capture_output=True, text=True).stdout

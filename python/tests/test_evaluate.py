@@ -3,7 +3,6 @@ same numbers (sampled verifiers included, seeded alike), shaped as the
 rows came."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -17,10 +16,8 @@ DATA = ROOT / "data" / "qwen-coder-dense-8rows.npz"
 SCHEMES = ["iid", "wor", "greedy", "argmax", "top"]
 
 
-def test_evaluate_file_agrees_with_the_command_line():
-    binary = Path(os.environ.get("MDSD_BIN", ROOT / "target" / "release" / "mdsd"))
-    if not binary.exists():
-        pytest.skip(f"no mdsd binary at {binary} (build it or set MDSD_BIN)")
+def test_evaluate_file_agrees_with_the_command_line(mdsd_binary):
+    binary = mdsd_binary
     verifiers = ["specinfer", "khisti", "optimal-convex"]
     out = subprocess.run(
         [str(binary), "eval", "--data", str(DATA), "--json", "--verifiers", ",".join(verifiers),

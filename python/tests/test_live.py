@@ -5,7 +5,6 @@ a speculative decoding loop whose output has the target's law and whose
 tokens per target call are the verifier's acceptance plus one."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -18,16 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 METHODS = ["token", "bv", "gbv", "specinfer", "optimal-convex"]
 
 
-def _binary():
-    binary = Path(os.environ.get("MDSD_BIN", ROOT / "target" / "release" / "mdsd"))
-    if not binary.exists():
-        pytest.skip(f"no mdsd binary at {binary} (build it or set MDSD_BIN)")
-    return binary
-
-
-def _cli_exact(seed, vocab, order, depth, paths):
+def _cli_exact(binary, seed, vocab, order, depth, paths):
     out = subprocess.run(
-        [str(_binary()), "block", "--markov", str(seed), "--markov-vocab", str(vocab),
+        [str(binary), "block", "--markov", str(seed), "--markov-vocab", str(vocab),
          "--order", str(order), "--depth", str(depth), "--paths", str(paths),
          "--methods", ",".join(METHODS), "--exact", "--json"],
         check=True, capture_output=True, text=True)
@@ -35,9 +27,9 @@ def _cli_exact(seed, vocab, order, depth, paths):
 
 
 @pytest.mark.parametrize("seed,vocab,order", [(7, 3, 1), (2, 4, 2)])
-def test_markov_models_through_callbacks_match_mdsd_block(seed, vocab, order):
+def test_markov_models_through_callbacks_match_mdsd_block(mdsd_binary, seed, vocab, order):
     depth, paths = 2, 2
-    cli = _cli_exact(seed, vocab, order, depth, paths)
+    cli = _cli_exact(mdsd_binary, seed, vocab, order, depth, paths)
     laws = mdsd.MarkovLaws(vocab, order, seed)
     exact = mdsd.block_efficiency(mdsd.CallbackModel(laws.target, laws.draft, vocab,
                                                      logits=False),

@@ -29,7 +29,7 @@ pub struct EvalArgs {
     #[command(flatten)]
     input: InputArgs,
     /// Numbers of drafts.
-    #[arg(long = "n", value_delimiter = ',', default_values_t = [1, 2, 4, 8])]
+    #[arg(long = "n", value_delimiter = ',', num_args = 1.., default_value = "1,2,4,8")]
     ns: Vec<usize>,
     /// Draft schemes for alpha*: iid, wor (without replacement), greedy,
     /// the deterministic drafts engines use: argmax (one draft, the most
@@ -41,7 +41,8 @@ pub struct EvalArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_values = ["iid", "wor", "greedy", "argmax", "top"]
+        num_args = 1..,
+        default_value = "iid,wor,greedy,argmax,top"
     )]
     schemes: Vec<SchemeKind>,
     /// Verifiers to rate, each on the first of iid, wor, greedy, top it
@@ -49,7 +50,12 @@ pub struct EvalArgs {
     /// `khisti@independent`): exact acceptance where it has a closed form
     /// (nss, naive, specinfer, kseq, deterministic, optimal-convex),
     /// sampled otherwise. `none` for no verifier.
-    #[arg(long, value_delimiter = ',', default_values = ["specinfer", "optimal-convex"])]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        num_args = 1..,
+        default_value = "specinfer,optimal-convex"
+    )]
     verifiers: Vec<String>,
     /// Draws per row and n for sampled verifiers.
     #[arg(long, default_value_t = 20_000)]
@@ -223,7 +229,9 @@ struct Settings<'a> {
 impl Settings<'_> {
     /// A plot's title: the data, the rows, and the settings that change
     /// the numbers (transforms per side, draws of sampled verifiers).
-    fn title(&self, input: &InputReport) -> String {
+    /// The plot's title: the data, the rows, the transforms, and where a
+    /// verifier was `sampled`, the draws per point.
+    fn title(&self, input: &InputReport, sampled: bool) -> String {
         let args = self.args;
         let transform = |side: Side| {
             let t = args.input.input().transform(side);
@@ -243,14 +251,20 @@ impl Settings<'_> {
                 parts.join(" ")
             }
         };
+        let rows = match input.rows {
+            1 => format!("row {}", input.first_row),
+            rows => format!("rows {} to {}", input.first_row, input.first_row + rows - 1),
+        };
+        let draws = if sampled {
+            format!("; {} draws per sampled point", args.samples)
+        } else {
+            String::new()
+        };
         format!(
-            "{}, rows {}..{}; target {}, draft {}; {} draws per sampled point",
+            "{}, {rows}; target {}, draft {}{draws}",
             input.source,
-            input.first_row,
-            input.first_row + input.rows,
             transform(Side::Target),
             transform(Side::Draft),
-            args.samples
         )
     }
 
@@ -352,6 +366,9 @@ fn report_json(
     })
 }
 
+/// The most rows whose alpha* the table lists one by one.
+const ROWS_SHOWN: usize = 8;
+
 fn report_table(
     described: &str,
     input: &InputReport,
@@ -368,27 +385,30 @@ fn report_table(
     let header: String = ns.iter().map(|n| cell(&format!("n={n}"), false)).collect();
     let _ = writeln!(out, "{described}");
     out += &input.note();
-    let _ = writeln!(out, "\nalpha* per row");
-    let _ = write!(out, "{:>5}", "row");
-    // Per-row columns as wide as their headers, at least 12.
-    let column = |s: &SchemeResult, n: usize| format!("{} n={n}", s.scheme.name());
-    let widths: Vec<usize> = (schemes.iter())
-        .flat_map(|s| ns.iter().map(move |&n| (column(s, n).len() + 2).max(12)))
-        .collect();
-    let headers = schemes
-        .iter()
-        .flat_map(|s| ns.iter().map(move |&n| column(s, n)));
-    for (name, width) in headers.zip(&widths) {
-        let _ = write!(out, "{name:>width$}");
-    }
-    out.push('\n');
-    for r in 0..input.rows {
-        let _ = write!(out, "{:>5}", input.first_row + r);
-        let values = schemes.iter().flat_map(|s| s.alpha.row(r));
-        for (a, width) in values.zip(&widths) {
-            let _ = write!(out, "{:>width$}", shown(*a));
+    // Per row, one line per scheme with a column per n: as wide as the
+    // means below, however many schemes. Past `ROWS_SHOWN` rows the table
+    // would be the whole output: those rows are in --json and --out.
+    if input.rows <= ROWS_SHOWN {
+        let _ = writeln!(out, "\nalpha* per row{:>16}{header}", "");
+        for r in 0..input.rows {
+            for s in schemes {
+                let values: String = (s.alpha.row(r).iter())
+                    .map(|&a| cell(&shown(a), false))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "{:>6}  {:<22}{values}",
+                    input.first_row + r,
+                    s.scheme.name()
+                );
+            }
         }
-        out.push('\n');
+    } else {
+        let _ = writeln!(
+            out,
+            "\nalpha* per row: {} rows, in --json and in --out's alpha.csv",
+            input.rows
+        );
     }
     let labels: Vec<String> = (verifiers.iter())
         .map(|v| format!("{} ({}, {})", v.kind, v.scheme.name(), v.method))
@@ -525,7 +545,8 @@ fn write_outputs(
                 .collect()
         }),
     }));
-    let title = settings.title(input);
+    let sampled = verifiers.iter().any(|v| v.method == "sampled");
+    let title = settings.title(input, sampled);
     folder.plots(&title, &series)?;
     Ok(())
 }

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mdsd::Error;
 use mdsd::solving::SolveMethod;
 use mdsd::verify::VerifierKind;
-use mdsd::{ConvexSolver, Formulation, Problem, SchemeKind};
+use mdsd::{ConvexSolver, CoreError, Formulation, Problem, SchemeKind, VerifyError};
 
 use input::InputArgs;
 use mdsd::input::InputReport;
@@ -27,7 +27,15 @@ pub use output::emit;
     version,
     about = "Optimal acceptance for multi-draft speculative sampling",
     long_about = "Computes the best acceptance any lossless verifier can reach with n draft \
-                  tokens (alpha*), with the certificate set H* that proves it."
+                  tokens (alpha*), with the certificate set H* that proves it.",
+    after_help = "Examples:
+  mdsd eval                                     the built-in real sample: alpha* and verifiers
+  mdsd eval --data rows.npz --out report        your rows: table, CSV, JSON and plots
+  mdsd bound -p 0.5,0.3,0.2 -q 0.2,0.3,0.5 -n 2
+  mdsd compare -p 0.5,0.3,0.2 -q 0.2,0.3,0.5 -n 2
+  mdsd block --markov 7 --depth 2 --paths 2
+
+Reference: docs/cli.md"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -37,19 +45,36 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// alpha* in closed form (any vocabulary size), with its certificate H*.
+    #[command(after_help = "Examples:
+  mdsd bound -p 0.5,0.3,0.2 -q 0.2,0.3,0.5 -n 2
+  mdsd bound --data rows.npz -n 4 --scheme wor --json
+  mdsd bound -p p.npy -q q.npy --logits --temperature 0.8 -n 4")]
     Bound(ProblemArgs),
     /// alpha* by an exact solver, with its certificate H*.
+    #[command(after_help = "Examples:
+  mdsd solve -p 0.5,0.3,0.2 -q 0.2,0.3,0.5 -n 2 --method flow --plan plan.json
+  mdsd solve --data rows.npz --row 3 -n 4 --method convex --tol 1e-9")]
     Solve(SolveArgs),
     /// Rate verifiers exactly: acceptance, distance of the output law from p,
     /// and alpha*.
+    #[command(after_help = "Examples:
+  mdsd compare -p 0.5,0.3,0.2 -q 0.2,0.3,0.5 -n 2
+  mdsd compare --data rows.npz --row 5 -n 4 --samples 100000 --verifiers specinfer,optimal-convex")]
     Compare(CompareArgs),
     /// alpha* per draft scheme and n, and verifiers' acceptance, over the
     /// rows of a data file (default: a built-in real sample); table, JSON,
     /// CSV and plots.
+    #[command(after_help = "Examples:
+  mdsd eval
+  mdsd eval --data rows.npz --n 2,4,8 --schemes iid,wor --out report
+  mdsd eval --data rows.npz --verifiers optimal-convex@wor,khisti --samples 20000 --json")]
     Eval(eval::EvalArgs),
     /// Expected accepted draft tokens per block of L tokens with K draft
     /// paths: token by token, block verification, GBV, composed token-level
     /// verifiers and the K-path LP optimum, exactly or sampled.
+    #[command(after_help = "Examples:
+  mdsd block --markov 7 --depth 2 --paths 2 --methods token,bv,gbv,lp
+  mdsd block -p 0.5,0.3,0.2 -q 0.2,0.3,0.5 --depth 3 --samples 100000")]
     Block(block::BlockArgs),
 }
 
@@ -120,7 +145,7 @@ struct CompareArgs {
     #[command(flatten)]
     problem: ProblemArgs,
     /// Comma-separated verifier names (default: every one that supports the scheme).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
     verifiers: Vec<String>,
     #[command(flatten)]
     mode: Mode,
@@ -278,6 +303,23 @@ fn solve(
     Ok(())
 }
 
+/// An exact comparison refused for its size, as what rates a verifier at
+/// that size: sampling, not another solver.
+fn too_large_to_enumerate(error: VerifyError) -> Error {
+    match &error {
+        VerifyError::Invalid(CoreError::TooLarge {
+            what, size, limit, ..
+        }) => Error::Usage(format!(
+            "exact mode enumerates {what}: {} of them here, above the limit of {}; mdsd compare \
+             rates verifiers at any vocabulary size by sampling: add --samples N (for example \
+             --samples 100000)",
+            mdsd::core::Count(*size),
+            mdsd::core::Count(*limit)
+        )),
+        _ => Error::from(error),
+    }
+}
+
 fn run_compare(compare: &CompareArgs) -> Result<(), Error> {
     compare.mode.check()?;
     let args = &compare.problem;
@@ -346,11 +388,14 @@ fn run_compare(compare: &CompareArgs) -> Result<(), Error> {
                 compare.mode.seed,
                 &|done| bar.inc(done),
             )?),
-            None => output::ComparedRow::from(&mdsd::verify::exact(
-                problem,
-                verifier.as_ref(),
-                mdsd::core::DEFAULT_ENUMERATION_LIMIT,
-            )?),
+            None => output::ComparedRow::from(
+                &mdsd::verify::exact(
+                    problem,
+                    verifier.as_ref(),
+                    mdsd::core::DEFAULT_ENUMERATION_LIMIT,
+                )
+                .map_err(too_large_to_enumerate)?,
+            ),
         });
     }
     bar.finish_and_clear();

@@ -61,6 +61,13 @@ pub fn draw(path: &Path, title: &str, series: &[Series]) -> Result<(), String> {
     }
 }
 
+/// The pixels of an image's height that are not the plot's: the caption,
+/// the x labels and the margins.
+const PLOT_FRAME_PX: f64 = 125.0;
+/// A legend line's height and the legend's padding, in pixels (16 px text).
+const LEGEND_LINE_PX: f64 = 22.0;
+const LEGEND_PADDING_PX: f64 = 24.0;
+
 fn chart<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     title: &str,
@@ -96,7 +103,16 @@ fn chart<DB: DrawingBackend>(
             (lo.min(l), hi.max(h))
         });
     let margin = ((hi - lo) * 0.08).max(0.01);
-    let y_range = (lo - margin).max(0.0)..(hi + margin).min(1.0);
+    // A band below the lowest point as tall as the legend, which sits in
+    // the lower right: no series passes under it. The plot's height is the
+    // image's less the caption, the x labels and the margins.
+    let plot_height = f64::from(root.dim_in_pixel().1).max(200.0) - PLOT_FRAME_PX;
+    let legend_share =
+        ((series.len() as f64 * LEGEND_LINE_PX + LEGEND_PADDING_PX) / plot_height).min(0.6);
+    let top = (hi + margin).min(1.0);
+    let above_band = top - (lo - margin);
+    let band = above_band * legend_share / (1.0 - legend_share);
+    let y_range = (lo - margin - band)..top;
     root.fill(&WHITE).map_err(error)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 16))
