@@ -45,8 +45,7 @@ def alpha_of_shards(batch, ns, scheme):
     """One Ray Data batch of shard paths to one output row per position."""
     columns = {"shard": [], "row": [], **{f"alpha_star_n{n}": [] for n in ns}}
     for path in batch["path"]:
-        alpha = mdsd.evaluate_file(path, n=ns, schemes=[scheme], verifiers=[])[
-            f"alpha_star/{scheme}"]
+        alpha = mdsd.evaluate_file(path, n=ns, schemes=[scheme], verifiers=[]).alpha_star[scheme]
         columns["shard"] += [Path(path).name] * len(alpha)
         columns["row"] += range(len(alpha))
         for j, n in enumerate(ns):

@@ -4,7 +4,7 @@ draws, and speculative decoding with any built-in verifier.
 A model pair is two batched functions, ``target(prefixes)`` and
 ``draft(prefixes)``: a list of token-id lists in, ``[len(prefixes), V]``
 logits (or probabilities) out, as numpy arrays or tensors (CUDA tensors
-are copied to the host). :func:`CallbackModel` wraps them, keeps the laws
+are copied to the host). :class:`CallbackModel` wraps them, keeps the laws
 of repeated prefixes, and batches every node of a draft tree into as few
 calls as it can: a round of blocks costs L + 1 calls of the draft and one
 of the target, whatever the number of paths.
@@ -19,11 +19,11 @@ True
 
 import numpy as np
 
-from ._mdsd import MarkovLaws, MdsdError
 from . import _mdsd
-
-# The two-sided 99% normal quantile (mdsd_verify::Z_99).
-_Z_99 = 2.5758293035489004
+from ._mdsd import MdsdError
+from .optimum import alpha_star
+from .results import BlockEfficiency
+from .verifier import Verifier
 
 BLOCK_METHODS = ("token", "bv", "gbv", "specinfer", "optimal-convex")
 
@@ -45,77 +45,40 @@ def _batched(function, side):
     return call
 
 
-def CallbackModel(target, draft, vocab_size, *, logits=True, cache_size=4096):
+class CallbackModel:
     """A target and draft model behind two batched functions
     ``fn(prefixes) -> [len(prefixes), V]`` (logits by default; ``logits=
     False`` for probabilities, whose rows must sum to 1 within 1e-6).
     The laws of up to ``cache_size`` prefixes are kept (each V float64:
     1.2 MB at V = 151936), so a prefix reached again costs no call;
     ``.target_calls`` and ``.draft_calls`` count the calls that reached the
+    functions, ``.laws(side, prefixes)`` answers from the cache or the
     functions."""
-    return _mdsd.CallbackModel(_batched(target, "target"), _batched(draft, "draft"),
-                               int(vocab_size), bool(logits), int(cache_size))
 
-
-class MethodFigures:
-    """One method's figures: ``expected_accepted`` (E[tau]) with its
-    ``interval_99`` (sampled; exact mode gives the value twice),
-    ``block_efficiency`` (E[tau] + 1, tokens per target call),
-    ``tau_law`` (P(tau = d), d = 0..L), ``depth_acceptance``
-    (P(tau >= d | tau >= d - 1), d = 1..L), and ``first_token_p_value``
-    (sampled: the chi-square test of the first output token against the
-    target's law after the first prompt) or ``max_law_error`` (exact: the
-    largest error of the output law of whole blocks)."""
-
-    def __init__(self, name, figures):
-        self.name = name
-        self.expected_accepted = figures["expected_accepted"]
-        self.standard_error = figures["standard_error"]
-        half = 0.0 if self.standard_error is None else _Z_99 * self.standard_error
-        self.interval_99 = (self.expected_accepted - half, self.expected_accepted + half)
-        self.block_efficiency = figures["block_efficiency"]
-        self.tau_law = np.asarray(figures["tau_law"])
-        self.depth_acceptance = np.asarray(figures["depth_acceptance"])
-        self.first_token_p_value = figures["first_token_p_value"]
-        self.max_law_error = figures["max_law_error"]
-
-    def __repr__(self):
-        return (f"MethodFigures({self.name!r}, E[tau]={self.expected_accepted:.4f} "
-                f"[{self.interval_99[0]:.4f}, {self.interval_99[1]:.4f}])")
-
-
-class BlockEfficiency:
-    """What :func:`block_efficiency` measured: ``methods`` (name ->
-    :class:`MethodFigures`), ``blocks`` and ``rounds`` (sampled mode),
-    ``target_calls`` and ``draft_calls`` (calls that reached the model's
-    functions during the run) and ``calls_per_round``."""
-
-    def __init__(self, result, exact):
-        self.exact = exact
-        self.methods = {name: MethodFigures(name, figures)
-                        for name, figures in result["methods"].items()}
-        self.blocks = result.get("blocks")
-        self.rounds = result.get("rounds")
-        self.target_calls = result["target_calls"]
-        self.draft_calls = result["draft_calls"]
+    def __init__(self, target, draft, vocab_size, *, logits=True, cache_size=4096):
+        self._native = _mdsd.CallbackModel(_batched(target, "target"), _batched(draft, "draft"),
+                                           int(vocab_size), bool(logits), int(cache_size))
 
     @property
-    def calls_per_round(self):
-        """(target, draft) calls per round of blocks (sampled mode)."""
-        if not self.rounds:
-            return None
-        return self.target_calls / self.rounds, self.draft_calls / self.rounds
+    def vocab_size(self):
+        return self._native.vocab_size
+
+    @property
+    def target_calls(self):
+        return self._native.target_calls
+
+    @property
+    def draft_calls(self):
+        return self._native.draft_calls
+
+    def laws(self, side, prefixes):
+        """The laws of ``side`` ("target" or "draft") after each prefix,
+        ``[len(prefixes), V]``."""
+        return self._native.laws(side, prefixes)
 
     def __repr__(self):
-        mode = "exact" if self.exact else f"{self.blocks} blocks"
-        lines = [f"block efficiency ({mode}; {self.target_calls} target and "
-                 f"{self.draft_calls} draft calls)",
-                 f"{'method':<16}{'E[tau]':>10}{'99% interval':>24}{'tokens/call':>13}"]
-        for m in self.methods.values():
-            interval = f"[{m.interval_99[0]:.4f}, {m.interval_99[1]:.4f}]"
-            lines.append(f"{m.name:<16}{m.expected_accepted:>10.4f}{interval:>24}"
-                         f"{m.block_efficiency:>13.4f}")
-        return "\n".join(lines)
+        return (f"CallbackModel(vocab_size={self.vocab_size}, target_calls={self.target_calls}, "
+                f"draft_calls={self.draft_calls})")
 
 
 def block_efficiency(model, prompts, depth, paths, methods=BLOCK_METHODS, *, samples=10_000,
@@ -137,10 +100,10 @@ def block_efficiency(model, prompts, depth, paths, methods=BLOCK_METHODS, *, sam
     if len(prompts) > 0 and all(isinstance(t, (int, np.integer)) for t in prompts):
         prompts = [prompts]
     prompts = [[int(t) for t in prompt] for prompt in prompts]
-    result = _mdsd.block_efficiency(model, prompts, int(depth), int(paths), list(methods),
+    result = _mdsd.block_efficiency(model._native, prompts, int(depth), int(paths), list(methods),
                                     None if samples is None else int(samples), int(seed),
                                     int(batch))
-    return BlockEfficiency(result, exact=samples is None)
+    return BlockEfficiency.of(result, exact=samples is None)
 
 
 def _draw(q, n, scheme, rng):
@@ -175,7 +138,6 @@ def speculative_decode(model, prompt, max_new_tokens, *, n=2, verifier="specinfe
     the verifier's exact acceptance on that step's laws; NaN for a verifier
     rated only by sampling) and ``alpha_star`` (the mean over steps of
     alpha*)."""
-    from . import Verifier, alpha_star
     rng = np.random.default_rng(seed)
     context = [int(t) for t in prompt]
     new = []

@@ -31,6 +31,7 @@ fn _mdsd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(evaluate::evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate::evaluate_file, m)?)?;
     m.add_function(wrap_pyfunction!(live::block_efficiency, m)?)?;
+    m.add_function(wrap_pyfunction!(verifier::verifier_settings, m)?)?;
     m.add("MdsdError", m.py().get_type::<errors::MdsdError>())?;
     Ok(())
 }

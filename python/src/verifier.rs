@@ -18,7 +18,7 @@ use crate::rows::{Settings, one_problem, request};
 #[pyo3(from_item_all)]
 pub(crate) struct VerifierParams {
     truncation: Option<usize>,
-    tolerance: Option<f64>,
+    tol: Option<f64>,
     max_sets: Option<usize>,
 }
 
@@ -27,7 +27,7 @@ impl VerifierParams {
         let defaults = mdsd::VerifierSettings::default();
         let settings = mdsd::VerifierSettings {
             khisti_truncation: self.truncation.unwrap_or(defaults.khisti_truncation),
-            convex: self.tolerance.map_or(defaults.convex, |t| {
+            convex: self.tol.map_or(defaults.convex, |t| {
                 ConvexSolver::default().with_tolerance(t)
             }),
             flow: self
@@ -180,4 +180,14 @@ impl PyVerifier {
             })
         })
     }
+}
+
+/// The settings a built-in verifier's preparation reads (`truncation`,
+/// `tol`, `max_sets`), as mdsd-verify's registry lists them.
+#[pyfunction]
+pub(crate) fn verifier_settings(name: &str) -> PyResult<Vec<&'static str>> {
+    let kind: VerifierKind = name
+        .parse()
+        .map_err(|e: mdsd::VerifyError| MdsdError::new_err(e.to_string()))?;
+    Ok(kind.settings_read().to_vec())
 }

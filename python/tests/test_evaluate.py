@@ -25,10 +25,10 @@ def test_evaluate_file_agrees_with_the_command_line(mdsd_binary):
         check=True, capture_output=True, text=True).stdout
     want = json.loads(out)["per_row"]
     got = mdsd.evaluate_file(DATA, verifiers=verifiers, samples=2000, seed=3, first_row=2, rows=5)
-    assert got["alpha_star/iid"].shape == (5, 4)
+    assert got.alpha_star["iid"].shape == (5, 4)
     for r, row in enumerate(want):
         for scheme in SCHEMES:
-            assert np.allclose(got[f"alpha_star/{scheme}"][r], row["alpha_star"][scheme],
+            assert np.allclose(got.alpha_star[scheme][r], row["alpha_star"][scheme],
                                rtol=0, atol=1e-12), (r, scheme)
         for name in verifiers:
             acceptance = [entry["acceptance"] for entry in row["verifiers"][name]]
@@ -36,12 +36,12 @@ def test_evaluate_file_agrees_with_the_command_line(mdsd_binary):
             # its previous solve left it; the others are closed forms or
             # the same seeded draws.
             atol = 1e-7 if name == "optimal-convex" else 1e-12
-            assert np.allclose(got[f"acceptance/{name}"][r], acceptance, rtol=0, atol=atol), (
+            assert np.allclose(got.acceptance[name][r], acceptance, rtol=0, atol=atol), (
                 r, name)
-    assert got["scheme/khisti"] == "iid"
-    assert np.isnan(got["acceptance_low/specinfer"]).all()
-    low, high = got["acceptance_low/khisti"], got["acceptance_high/khisti"]
-    assert (low <= got["acceptance/khisti"]).all() and (got["acceptance/khisti"] <= high).all()
+    assert got.rated_scheme["khisti"] == "iid"
+    assert np.isnan(got.interval_99["specinfer"][0]).all()
+    low, high = got.interval_99["khisti"]
+    assert (low <= got.acceptance["khisti"]).all() and (got.acceptance["khisti"] <= high).all()
 
 
 def test_evaluate_keeps_the_leading_shape_and_agrees_with_alpha_star():
@@ -50,14 +50,14 @@ def test_evaluate_keeps_the_leading_shape_and_agrees_with_alpha_star():
     settings = {"logits": True, "temperature": 0.8, "top_k": 20}
     got = mdsd.evaluate(logits_p, logits_q, n=[1, 3], schemes=["iid", "wor"],
                         verifiers=["specinfer", "optimal-convex"], **settings)
-    assert got["alpha_star/iid"].shape == (2, 3, 2)
+    assert got.alpha_star["iid"].shape == (2, 3, 2)
     for j, n in enumerate([1, 3]):
         for scheme in ["iid", "wor"]:
             want = mdsd.alpha_star(logits_p, logits_q, n, scheme, **settings)
-            assert np.allclose(got[f"alpha_star/{scheme}"][..., j], want, rtol=0, atol=1e-12)
-    alpha = got["alpha_star/iid"]
-    assert (got["acceptance/specinfer"] <= alpha + 1e-9).all()
-    assert np.allclose(got["acceptance/optimal-convex"], alpha, rtol=0, atol=1e-6)
+            assert np.allclose(got.alpha_star[scheme][..., j], want, rtol=0, atol=1e-12)
+    alpha = got.alpha_star["iid"]
+    assert (got.acceptance["specinfer"] <= alpha + 1e-9).all()
+    assert np.allclose(got.acceptance["optimal-convex"], alpha, rtol=0, atol=1e-6)
 
 
 def test_to_pandas():
@@ -91,7 +91,7 @@ def test_evaluate_file_reads_logits_as_the_file_names_them(tmp_path):
     np.savez(tmp_path / "dump.npz", target_logits=p, draft_logits=q)
     got = mdsd.evaluate_file(tmp_path / "dump.npz", n=[2], schemes=["iid"], verifiers=[])
     want = mdsd.alpha_star(p, q, 2, logits=True)
-    assert np.allclose(got["alpha_star/iid"][:, 0], want, rtol=0, atol=1e-12)
+    assert np.allclose(got.alpha_star["iid"][:, 0], want, rtol=0, atol=1e-12)
 
 
 def test_independent_drafts_and_verifiers_on_named_schemes():
@@ -105,13 +105,13 @@ def test_independent_drafts_and_verifiers_on_named_schemes():
     cycled = [laws[0], laws[1], laws[0], laws[1]]
     for j, n in enumerate([2, 4]):
         exact = mdsd.alpha_star(p, cycled[:n], n, scheme="independent")
-        np.testing.assert_allclose(e["alpha_star/independent"][:, j], exact, atol=1e-12)
-        np.testing.assert_allclose(e["alpha_star/iid"][:, j], mdsd.alpha_star(p, laws[0], n),
+        np.testing.assert_allclose(e.alpha_star["independent"][:, j], exact, atol=1e-12)
+        np.testing.assert_allclose(e.alpha_star["iid"][:, j], mdsd.alpha_star(p, laws[0], n),
                                    atol=1e-12)
-        reached = e["acceptance/optimal-convex@independent"][:, j]
+        reached = e.acceptance["optimal-convex@independent"][:, j]
         assert np.all(reached <= exact + 1e-12) and np.all(reached >= exact - 1e-6)
         wor = mdsd.alpha_star(p, laws[0], n, scheme="wor")
-        np.testing.assert_allclose(e["acceptance/optimal-convex@wor"][:, j], wor, atol=1e-6)
-    assert e["scheme/optimal-convex@wor"] == "wor"
+        np.testing.assert_allclose(e.acceptance["optimal-convex@wor"][:, j], wor, atol=1e-6)
+    assert e.rated_scheme["optimal-convex@wor"] == "wor"
     with pytest.raises(mdsd.MdsdError, match="rrs-wor"):
         mdsd.evaluate(p, laws[0], n=[2], verifiers=["rrs-wor@iid"])

@@ -75,6 +75,18 @@ pub enum VerifierKind {
 }
 
 impl VerifierKind {
+    /// The settings of [`VerifierSettings`] this verifier's preparation
+    /// reads, by the names the command line and Python give them
+    /// (`truncation`, `tol`, `max_sets`).
+    pub fn settings_read(self) -> &'static [&'static str] {
+        match self {
+            VerifierKind::Khisti => &["truncation"],
+            VerifierKind::OptimalConvex => &["tol"],
+            VerifierKind::OptimalFlow => &["max_sets"],
+            _ => &[],
+        }
+    }
+
     /// Every verifier, in report order.
     pub const ALL: [VerifierKind; 11] = [
         VerifierKind::Nss,
