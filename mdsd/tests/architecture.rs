@@ -1,4 +1,4 @@
-//! ARCHITECTURE.md stays a true map: under 250 lines, every path it names
+//! ARCHITECTURE.md stays a true map: under 250 lines of short bullets, every path it names
 //! exists (in the crate whose section names it), and every code name it
 //! puts in backticks occurs in the workspace's Rust sources.
 
@@ -110,4 +110,31 @@ fn architecture_names_only_what_exists() {
         }
     }
     assert!(checked > 50, "only {checked} names checked");
+}
+
+/// Each bullet of ARCHITECTURE.md stays short enough to read at a glance.
+#[test]
+fn architecture_bullets_are_short() {
+    const MOST_CHARACTERS: usize = 300;
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let mut bullet = String::new();
+    let check = |bullet: &str| {
+        let words = bullet.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words.chars().count() <= MOST_CHARACTERS,
+            "a bullet of {} characters: {words}",
+            words.chars().count()
+        );
+    };
+    for line in text.lines() {
+        if line.starts_with("* ") || line.trim().is_empty() || line.starts_with('#') {
+            check(&bullet);
+            bullet.clear();
+        }
+        if line.starts_with("* ") || (!bullet.is_empty() && line.starts_with("  ")) {
+            bullet.push_str(line);
+            bullet.push(' ');
+        }
+    }
+    check(&bullet);
 }

@@ -138,6 +138,7 @@ impl<P: Potential> Program<'_, P> {
 
     /// Whether theta_k is within `margin` of a bound that its gradient
     /// pushes against.
+    #[inline]
     fn held(&self, theta: f64, gradient: f64, margin: f64) -> bool {
         let (lo, hi) = self.bounds;
         (theta <= lo + margin && gradient > 0.0) || (theta >= hi - margin && gradient < 0.0)

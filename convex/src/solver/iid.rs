@@ -5,7 +5,7 @@
 use mdsd_bounds::{IidAlgorithm, optimal_acceptance_iid};
 use mdsd_core::{Distribution, Problem};
 
-use super::programs::{ConvexSolution, Sides, solve_programs};
+use super::programs::{ConvexSolution, Side, Sides, assemble, solve_side};
 use super::support::{draft_support, restrict};
 use crate::budget::Budget;
 use crate::error::ConvexError;
@@ -96,20 +96,36 @@ fn solve_on_support(
     outer.extend((0..support.len()).filter(|&y| !in_h[y]));
     let q_h: f64 = inner.iter().map(|&y| q[y]).sum();
 
-    let (outer_q, outer_p) = (workspace.gather(&outer, q), workspace.gather(&outer, p));
-    let (inner_q, inner_p) = (workspace.gather(&inner, q), workspace.gather(&inner, p));
     // The outer program's world holds H*'s draft mass as its base: a
     // draft in H* is drafted but never selected there.
+    let (outer_q, outer_p) = (workspace.gather(&outer, q), workspace.gather(&outer, p));
     let outer_potential = Selectable {
         q: &outer_q,
         base: q_h,
         n,
     };
+    let outer_solved = solve_side(
+        Side::Outer,
+        &outer_potential,
+        &outer_p,
+        budget,
+        ratio_groups::minimise,
+        workspace,
+    )?;
+    let (inner_q, inner_p) = (workspace.gather(&inner, q), workspace.gather(&inner, p));
     let inner_potential = Selectable {
         q: &inner_q,
         base: 0.0,
         n,
     };
+    let inner_solved = solve_side(
+        Side::Inner,
+        &inner_potential,
+        &inner_p,
+        budget,
+        ratio_groups::minimise,
+        workspace,
+    )?;
     let sides = Sides {
         outer: (&outer, &outer_p),
         inner: (&inner, &inner_p),
@@ -117,16 +133,15 @@ fn solve_on_support(
         vocabulary,
         p,
     };
-    let solution = solve_programs(
+    let solution = assemble(
         budget,
         sides,
-        (&outer_potential, &inner_potential),
-        |_, program, budget, workspace| ratio_groups::minimise(program, budget, workspace),
+        (outer_solved, inner_solved),
         bound.alpha_star,
         workspace,
     );
     for vector in [outer_q, outer_p, inner_q, inner_p] {
         workspace.give(vector);
     }
-    solution
+    Ok(solution)
 }

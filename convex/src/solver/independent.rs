@@ -15,7 +15,7 @@
 
 use mdsd_core::Problem;
 
-use super::programs::{ConvexSolution, Side, Sides, solve_programs};
+use super::programs::{ConvexSolution, Side, Sides, assemble, solve_side};
 use super::support::draft_support;
 use crate::budget::Budget;
 use crate::cut::{PrefixCut, best_prefix_cut, searched_cut};
@@ -173,24 +173,32 @@ fn solve_sides(
     let nothing = vec![0.0; q.len()];
     let outer_potential = Independent::new(&outer_q, &q_h, true);
     let inner_potential = Independent::new(&inner_q, &nothing, true);
-    let start = |side: Side,
-                 program: &Program<Independent>,
-                 budget: &Budget,
-                 workspace: &mut Workspace| match (side, outer_guess) {
-        (Side::Outer, Some(theta)) => {
-            let guess = outer.iter().map(|&y| theta[y]).collect();
-            program.minimise_from_better(guess, budget, workspace)
-        }
-        _ => ratio_groups::minimise(program, budget, workspace),
-    };
-    let solution = solve_programs(
+    let outer_solved = solve_side(
+        Side::Outer,
+        &outer_potential,
+        &outer_p,
         budget,
-        sides,
-        (&outer_potential, &inner_potential),
-        start,
-        1.0 + cut,
+        |program, budget, workspace| match outer_guess {
+            Some(theta) => {
+                let guess = outer.iter().map(|&y| theta[y]).collect();
+                program.minimise_from_better(guess, budget, workspace)
+            }
+            None => ratio_groups::minimise(program, budget, workspace),
+        },
         workspace,
     );
+    let inner_solved = outer_solved.and_then(|outer_solved| {
+        let inner_solved = solve_side(
+            Side::Inner,
+            &inner_potential,
+            &inner_p,
+            budget,
+            ratio_groups::minimise,
+            workspace,
+        )?;
+        Ok((outer_solved, inner_solved))
+    });
+    let solution = inner_solved.map(|solved| assemble(budget, sides, solved, 1.0 + cut, workspace));
     for vector in outer_q.into_iter().chain(inner_q).chain([outer_p, inner_p]) {
         workspace.give(vector);
     }

@@ -1,9 +1,10 @@
-//! The two programs every scheme solves (`docs/DESIGN.md` §5), run by one
-//! routine: the outer one over the tokens outside H (theta <= 0, stopped
-//! on the excess Σ (r - p)+) and the inner one over H (theta >= 0, stopped
-//! on the shortfall Σ (p - r)+), each with half the tolerance, and their
-//! solutions assembled into one rule and its `Summary`. A scheme builds its
-//! two potentials and says how each program starts.
+//! The two programs every scheme solves (`docs/DESIGN.md` §5): the outer
+//! one over the tokens outside H (theta <= 0, stopped on the excess
+//! Σ (r - p)+) and the inner one over H (theta >= 0, stopped on the
+//! shortfall Σ (p - r)+), each run by `solve_side` with half the tolerance,
+//! and their solutions assembled by `assemble` into one rule and its
+//! `Summary`. A scheme builds its two potentials and says how each program
+//! starts.
 
 use mdsd_core::{Solution, Status, Summary};
 
@@ -72,36 +73,25 @@ pub(super) struct Sides<'a> {
     pub p: &'a [f64],
 }
 
-/// Solves the outer program over `potentials.0` and the inner one over
-/// `potentials.1`, each started by `start` with half of `budget`'s
-/// tolerance (the acceptance lost is the sum of the two programs'), and
-/// assembles the rule; `alpha_star` is the scheme's (the closed form's, or
-/// the upper end of an interval).
-pub(super) fn solve_programs<P: Potential>(
+/// Solves one side's program over `potential` with target `p`, started
+/// by `start`, with half of `budget`'s tolerance: the acceptance lost is
+/// the sum of the two programs'. A scheme solves the outer side before it
+/// gathers the inner one's vectors, so that the outer program finds the
+/// workspace's vectors free.
+pub(super) fn solve_side<P: Potential>(
+    side: Side,
+    potential: &P,
+    p: &[f64],
     budget: &Budget,
-    sides: Sides,
-    potentials: (&P, &P),
-    mut start: impl FnMut(Side, &Program<P>, &Budget, &mut Workspace) -> Result<Solved, ConvexError>,
-    alpha_star: f64,
+    start: impl FnOnce(&Program<P>, &Budget, &mut Workspace) -> Result<Solved, ConvexError>,
     workspace: &mut Workspace,
-) -> Result<ConvexSolution, ConvexError> {
-    let side_budget = budget.share(0.5);
-    let outer_program = Side::Outer.program(potentials.0, sides.outer.1);
-    let outer = start(Side::Outer, &outer_program, &side_budget, workspace)?;
-    let inner_program = Side::Inner.program(potentials.1, sides.inner.1);
-    let inner = start(Side::Inner, &inner_program, &side_budget, workspace)?;
-    Ok(assemble(
-        budget,
-        sides,
-        (outer, inner),
-        alpha_star,
-        workspace,
-    ))
+) -> Result<Solved, ConvexError> {
+    start(&side.program(potential, p), &budget.share(0.5), workspace)
 }
 
 /// The rule of the outer and inner programs' solutions (`docs/DESIGN.md`
 /// §5), and its summary with `alpha_star` and H (the inner slots).
-fn assemble(
+pub(super) fn assemble(
     budget: &Budget,
     sides: Sides,
     (outer, inner): (Solved, Solved),

@@ -7,7 +7,7 @@
 use mdsd_bounds::optimal_acceptance_wor;
 use mdsd_core::{Distribution, DraftScheme, Problem};
 
-use super::programs::{ConvexSolution, Side, Sides, solve_programs};
+use super::programs::{ConvexSolution, Side, Sides, assemble, solve_side};
 use super::support::{draft_support, restrict};
 use crate::budget::Budget;
 use crate::error::ConvexError;
@@ -82,13 +82,6 @@ fn solve_on_support(
     let n = drafts.n();
     let outer_potential = WithoutReplacement::new(&outer_q, &inner_q, &[], n);
     let inner_potential = WithoutReplacement::new(&inner_q, &[], &outer_q, n);
-    let sides = Sides {
-        outer: (&outer, &outer_p),
-        inner: (&inner, &inner_p),
-        support,
-        vocabulary,
-        p,
-    };
     // Newton from theta = 0, a bound of both programs, frees the tokens
     // off it a few at a time (tens of iterations at full V): the log-ratio
     // model's start where it is better.
@@ -114,12 +107,34 @@ fn solve_on_support(
         };
         program.minimise_from_better(guess, budget, workspace)
     };
-    solve_programs(
+    let outer_solved = solve_side(
+        Side::Outer,
+        &outer_potential,
+        &outer_p,
+        budget,
+        |program, budget, workspace| start(Side::Outer, program, budget, workspace),
+        workspace,
+    )?;
+    let inner_solved = solve_side(
+        Side::Inner,
+        &inner_potential,
+        &inner_p,
+        budget,
+        |program, budget, workspace| start(Side::Inner, program, budget, workspace),
+        workspace,
+    )?;
+    let sides = Sides {
+        outer: (&outer, &outer_p),
+        inner: (&inner, &inner_p),
+        support,
+        vocabulary,
+        p,
+    };
+    Ok(assemble(
         budget,
         sides,
-        (&outer_potential, &inner_potential),
-        start,
+        (outer_solved, inner_solved),
         bound.alpha_star,
         workspace,
-    )
+    ))
 }

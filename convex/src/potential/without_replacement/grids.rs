@@ -52,7 +52,7 @@ pub(super) const CLOCK_HORIZON: f64 = 60.0;
 /// the rule starts at a floor set for its left end's error alone and its
 /// first nodes carry far less (down to 1e-15 of P(world) on the shared
 /// rows at top 1000, n = 4), so the coarse rule loses a few nodes at each
-/// end (figures in benches/README.md, "The schemes grid").
+/// end (the schemes grid's figures: `git show 57461f7:benches/README.md`).
 pub(super) const CLOCK_NEGLIGIBLE_OF_ERROR: f64 = 1e-4;
 
 /// The quadrature of an evaluation: the fine one of r and the potential
@@ -63,8 +63,8 @@ pub(super) const CLOCK_NEGLIGIBLE_OF_ERROR: f64 = 1e-4;
 /// exactness: the line search and the stop rule use the fine r. The coarse
 /// rule's error must stay well below the differences' step
 /// (`DIFFERENCE`): a rule of step ln 2 in c (7e-7) makes Newton stall
-/// short of the tolerance on real rows near alpha* = 1 (figures in
-/// benches/README.md, "The schemes grid").
+/// short of the tolerance on real rows near alpha* = 1 (the schemes
+/// grid's figures: `git show 57461f7:benches/README.md`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Grid {
     Fine,

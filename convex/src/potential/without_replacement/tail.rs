@@ -21,7 +21,7 @@ use rayon::prelude::*;
 /// buckets (`Assignment::new`, 9 terms), so buckets eight times as wide
 /// take fewer sums (with the offset its tokens at one theta share,
 /// `TailBuckets::shared_offset`, fewer than buckets half as wide with 14
-/// terms: benches/README.md, "The schemes grid"); a large tail
+/// terms: `git show 57461f7:benches/README.md`, the schemes grid); a large tail
 /// fills its buckets, and its per-token terms, which grow with the order,
 /// keep the narrow ones.
 pub(super) const WIDE_BUCKET: f64 = 1.0 / 4.0;
@@ -282,8 +282,8 @@ impl<const O: usize> TailBuckets<O> {
         // A bucket's table costs O times the sums at one offset over the
         // nodes (`sums_at_weight`), and each offset's sums from it O per
         // row more: a bucket of at most O / 2 offsets takes the sums at
-        // each of them instead (figures in benches/README.md, "The
-        // schemes grid").
+        // each of them instead (the schemes grid's figures:
+        // `git show 57461f7:benches/README.md`).
         let direct: Vec<bool> = (own.iter().zip(&shares))
             .map(|(&own, &shares)| own + shares as usize <= O / 2)
             .collect();
