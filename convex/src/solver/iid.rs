@@ -9,6 +9,7 @@ use super::programs::{ConvexSolution, Side, Sides, assemble, solve_side};
 use super::support::{draft_support, restrict};
 use crate::budget::Budget;
 use crate::error::ConvexError;
+use crate::numeric::sum_at;
 use crate::potential::iid::Selectable;
 use crate::ratio_groups;
 use crate::thresholds::PARALLEL_FROM;
@@ -94,7 +95,7 @@ fn solve_on_support(
     inner.extend(bound.certificate.iter().take_while(|&&y| y < support.len()));
     let mut outer = Vec::with_capacity(support.len() - inner.len());
     outer.extend((0..support.len()).filter(|&y| !in_h[y]));
-    let q_h: f64 = inner.iter().map(|&y| q[y]).sum();
+    let q_h = sum_at(&inner, q);
 
     // The outer program's world holds H*'s draft mass as its base: a
     // draft in H* is drafted but never selected there.

@@ -346,7 +346,7 @@ impl<'a> WithoutReplacement<'a> {
 
 /// Adds a head token of draft probability q and z = e^(-a c) to the tail's
 /// moments at a node: its terms q^(k+e) z^k, row k, entry e.
-#[inline]
+#[inline(always)]
 fn join_series(moments: &mut [Series], q: f64, z: f64) {
     let mut zk = 1.0;
     for (k, row) in moments.iter_mut().enumerate().skip(1) {
@@ -363,8 +363,9 @@ fn join_series(moments: &mut [Series], q: f64, z: f64) {
 /// `EXTRA_TERMS + 1`), from every token's U and M there (`whole`), the
 /// node in t with its powers, and the pair's weight. Each entry's power of
 /// t comes from the node's powers, not a running product (a chain of
-/// multiplications).
-#[inline]
+/// multiplications). Always inlined into `node_sums_of`, where the number
+/// of drafts is the storage's constant and the loops unroll.
+#[inline(always)]
 fn add_kernels(
     segment: &mut [f64],
     series: &[Series],
