@@ -39,18 +39,23 @@ impl<'py> Rows<'py> {
         }
     }
 
-    /// The entries, row after row, borrowed where the array is contiguous
-    /// (no copy) and copied once otherwise.
+    /// The entries, row after row in the array's logical (C) order:
+    /// borrowed where the array is C-contiguous (no copy), copied once in
+    /// that order otherwise. A Fortran-ordered or transposed array is
+    /// contiguous too, but its memory runs down the columns: read as it
+    /// lies it would give other rows.
     fn values(&self) -> Slice<'_> {
         match self {
-            Rows::F64(a) => a.as_slice().map_or_else(
+            Rows::F64(a) if a.is_c_contiguous() => a.as_slice().map_or_else(
                 |_| Slice::Owned64(a.as_array().iter().copied().collect()),
                 Slice::F64,
             ),
-            Rows::F32(a) => a.as_slice().map_or_else(
+            Rows::F64(a) => Slice::Owned64(a.as_array().iter().copied().collect()),
+            Rows::F32(a) if a.is_c_contiguous() => a.as_slice().map_or_else(
                 |_| Slice::Owned32(a.as_array().iter().copied().collect()),
                 Slice::F32,
             ),
+            Rows::F32(a) => Slice::Owned32(a.as_array().iter().copied().collect()),
         }
     }
 }
