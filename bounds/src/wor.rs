@@ -167,7 +167,15 @@ impl ExponentialClocks {
     /// [`Self::masses`] will be asked about (it sets the quadrature range).
     pub(crate) fn new(n: usize, q_out_min: f64) -> Self {
         let s_lo = head(n).ln();
-        let s_hi = (HORIZON / q_out_min).ln().max(s_lo);
+        // For an outside mass near the subnormals HORIZON / q_out_min
+        // overflows: its logarithm by difference is finite.
+        let reach = HORIZON / q_out_min;
+        let s_hi = if reach.is_finite() {
+            reach.ln()
+        } else {
+            HORIZON.ln() - q_out_min.ln()
+        }
+        .max(s_lo);
         let nodes = ((s_hi - s_lo) / STEP).ceil() as usize + 1;
         let times: Vec<f64> = (0..nodes).map(|j| (s_lo + j as f64 * STEP).exp()).collect();
         let weights = times.iter().map(|t| STEP * t).collect();

@@ -134,3 +134,32 @@ proptest! {
         }
     }
 }
+
+/// Draft probabilities near and below the smallest normal float (the
+/// exponential clocks' horizon over such a mass overflowed, and the
+/// quadrature had no node): the closed form answers, with the LP's alpha*.
+/// (The LP's plan over tuples of probability 0 in f64 is issue 47's.)
+#[test]
+fn wor_with_subnormal_draft_probabilities() {
+    use mdsd_core::{Distribution, DraftScheme};
+    let cases: [(&[f64], &[f64], usize); 4] = [
+        (&[0.3, 0.3, 0.4], &[0.6, 0.4, 1e-310], 2),
+        (&[0.1, 0.1, 0.8], &[0.7, 0.3, 1e-306], 2),
+        (&[0.2, 0.5, 0.3], &[0.5, 0.5, 5e-324], 2),
+        (&[0.25, 0.25, 0.25, 0.25], &[0.5, 0.5, 1e-300, 1e-310], 3),
+    ];
+    for (p, q, n) in cases {
+        let drafts =
+            DraftScheme::without_replacement(Distribution::from_probs(q.to_vec()).unwrap(), n)
+                .unwrap();
+        let problem = Problem::new(Distribution::from_probs(p.to_vec()).unwrap(), drafts).unwrap();
+        let bound = optimal_acceptance(&problem).unwrap();
+        let lp = LpSolver::default().solve(&problem).unwrap();
+        assert!(
+            (bound.alpha_star - lp.summary.alpha_star).abs() <= TOL,
+            "p = {p:?}, q = {q:?}, n = {n}: bound {} LP {}",
+            bound.alpha_star,
+            lp.summary.alpha_star
+        );
+    }
+}

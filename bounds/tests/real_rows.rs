@@ -96,3 +96,40 @@ fn top_20_intervals_hold_the_full_rows_alpha() {
         }
     }
 }
+
+/// Real rows sharpened to temperature 0.05, whose draft probabilities run
+/// down to the subnormals (the clocks' horizon over the least of them
+/// overflowed, and the quadrature had no node): the closed form for drafts
+/// without replacement answers on every row, at least the i.i.d. one.
+#[test]
+fn without_replacement_at_a_low_temperature() {
+    use mdsd_core::Transform;
+    let cold = Transform {
+        temperature: Some(0.05),
+        ..Transform::default()
+    };
+    for (row, (p, q)) in mdsd_benches::real_rows().into_iter().enumerate() {
+        let (p, q) = (cold.apply(&p).unwrap(), cold.apply(&q).unwrap());
+        let least = q
+            .probs()
+            .iter()
+            .copied()
+            .filter(|&x| x > 0.0)
+            .fold(1.0, f64::min);
+        for n in [2, 4] {
+            let iid = optimal_acceptance_iid(&p, &q, n, IidAlgorithm::Selection).unwrap();
+            let wor = optimal_acceptance_wor(
+                &p,
+                &DraftScheme::without_replacement(q.clone(), n).unwrap(),
+            )
+            .unwrap_or_else(|e| panic!("row {row} n {n} (least q {least:e}): {e}"));
+            assert!(
+                (0.0..=1.0 + 1e-12).contains(&wor.alpha_star)
+                    && wor.alpha_star >= iid.alpha_star - 1e-9,
+                "row {row} n {n}: wor {} iid {}",
+                wor.alpha_star,
+                iid.alpha_star
+            );
+        }
+    }
+}
