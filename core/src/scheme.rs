@@ -14,6 +14,10 @@ use crate::{CoreError, Distribution, Instead, Method, saturating_pow};
 /// may produce.
 pub const DEFAULT_ENUMERATION_LIMIT: usize = 1_000_000;
 
+/// The most entries (n x V) the laws of n independent drafts may hold:
+/// 2^27 f64, 1 GiB, as a dense plan may.
+pub const INDEPENDENT_LAW_ENTRY_LIMIT: u128 = 1 << 27;
+
 /// The ways of drawing drafts, by their command-line names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SchemeKind {
@@ -194,6 +198,17 @@ impl DraftScheme {
                 needed: n,
                 expected: n,
                 found: laws.len(),
+            });
+        }
+        // n laws of V entries each are held: refused before anything is
+        // allocated past what a plan may hold.
+        let entries = (n as u128).saturating_mul(laws[0].len() as u128);
+        if entries > INDEPENDENT_LAW_ENTRY_LIMIT {
+            return Err(CoreError::TooLarge {
+                what: "the independent drafts' laws (n x vocabulary entries)",
+                size: entries,
+                limit: INDEPENDENT_LAW_ENTRY_LIMIT,
+                instead: Instead(&[]),
             });
         }
         let drafts = (0..n).map(|i| laws[i % laws.len()].clone()).collect();

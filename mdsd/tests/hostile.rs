@@ -61,6 +61,13 @@ fn huge_draft_and_path_counts_are_refused() {
             ">= 2^128",
         );
         refused(&with_pair(&["compare", "-n", n]), "draft tuple");
+        // Independent drafts hold n laws: refused before they are made.
+        for command in ["bound", "compare"] {
+            refused(
+                &with_pair(&[command, "--scheme", "independent", "-n", n]),
+                "independent drafts' laws",
+            );
+        }
         refused(
             &with_pair(&["compare", "-n", n, "--samples", "10"]),
             "draft tuple",
