@@ -132,6 +132,10 @@ def _check_exact(verifier, p, q, n, scheme, seed, instances):
             if law.shape != p_row.shape:
                 raise MdsdError(f"the verifier returned shape {law.shape} for drafts {drafts}; "
                                 f"expected ({len(p_row)},)")
+            if not np.isfinite(law).all():
+                # A NaN would pass every comparison below unnoticed.
+                raise MdsdError(f"the verifier returned a law with NaN or infinite entries for "
+                                f"drafts {drafts} (p = {p_row.tolist()}): a law is finite")
             law_error = max(law_error, abs(law.sum() - 1.0), float(-min(law.min(), 0.0)))
             output += weight * law
             accepted += weight * law[sorted(set(drafts))].sum()
@@ -178,8 +182,16 @@ def _check_sampled(verifier, p, q, n, scheme, samples, seed, batched, batch_size
         moved, control_tv = _moved(p, 1.5 * fit["detectable_tv"])
         control_outputs = _outputs(verifier, moved, q, drafted, batched, batch_size, seed + 1)
         control_p_value = _mdsd.goodness_of_fit(control_outputs, p, level)["p_value"]
+        detected = control_p_value < level
         fields.update(control_tv=control_tv, control_p_value=control_p_value,
-                      control_detected=control_p_value < level)
+                      control_detected=detected)
+        if not detected:
+            # The test could not tell p from a target moved by what it
+            # claims to detect: a pass here says nothing.
+            fields.update(lossless=None, inconclusive=(
+                "the negative control was not detected: the test had no power at this "
+                "sample size (more samples), or the verifier does not read its p (an engine "
+                "verifier holding the target itself)"))
     return VerifierReport(**fields)
 
 

@@ -141,11 +141,12 @@ class VerifierReport(_Result):
     what a pass rules out), ``acceptance_interval`` (Wilson, 99%), and the
     negative control: ``control_p_value`` of the same run against a target
     moved ``control_tv`` from p, ``control_detected`` (False: the test had
-    no power, or the verifier does not read its p). Fields of the other
+    no power, or the verifier does not read its p; ``lossless`` is then
+    None, inconclusive, and ``inconclusive`` says why). Fields of the other
     mode are None."""
 
     mode: str
-    lossless: bool
+    lossless: Optional[bool]
     acceptance: float
     alpha_star: float
     instances: int
@@ -162,6 +163,7 @@ class VerifierReport(_Result):
     control_p_value: Optional[float] = None
     control_tv: Optional[float] = None
     control_detected: Optional[bool] = None
+    inconclusive: Optional[str] = None
 
     # How far from p an exact verifier's output may be and still be lossless.
     TOLERANCE = 1e-9
@@ -172,7 +174,10 @@ class VerifierReport(_Result):
         return self.alpha_star - self.acceptance
 
     def __repr__(self) -> str:
-        verdict = "lossless" if self.lossless else "NOT lossless"
+        if self.lossless is None:
+            verdict = f"inconclusive: {self.inconclusive}"
+        else:
+            verdict = "lossless" if self.lossless else "NOT lossless"
         rows: List[Tuple[str, Any]] = [("verdict", verdict)]
         if self.mode == "exact":
             rows += [("instances", self.instances),

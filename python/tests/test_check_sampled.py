@@ -139,7 +139,8 @@ def test_without_replacement_and_random_pair():
 def test_power_figures():
     """detectable_tv shrinks as 1 / sqrt(samples) at equal bins; a law at
     that distance is detected (the control); a verifier that ignores its p
-    passes the control, and the report says the test had no power."""
+    passes the control, and the verdict is inconclusive: the test had no
+    power against it."""
     p, q = np.full(50, 1 / 50), np.linspace(1, 2, 50) / np.linspace(1, 2, 50).sum()
     reports = [mdsd.check_verifier(spec_infer_batched, p, q, n=2, samples=s, batched=True)
                for s in (10_000, 40_000)]
@@ -148,7 +149,7 @@ def test_power_figures():
     assert all(r.control_detected for r in reports)
     deaf = mdsd.check_verifier(lambda _p, q, d, rng: spec_infer_batched(p, q, d, rng), p, q, n=2,
                                samples=10_000, batched=True)
-    assert deaf.lossless and deaf.control_detected is False
+    assert deaf.lossless is None and deaf.control_detected is False
     assert "no power" in repr(deaf)
 
 
@@ -164,3 +165,38 @@ def test_sampling_errors():
         mdsd.check_verifier(lambda p, q, d, rng: 0, p, samples=10)
     with pytest.raises(ValueError, match="samples=0"):
         mdsd.check_verifier(lambda p, q, d, rng: 0, p, q, samples=0)
+
+
+def test_a_verifier_that_ignores_its_p_is_inconclusive():
+    """An engine's verifier holds the target itself and ignores the p it is
+    given: the negative control (a moved p) cannot be detected, so a pass
+    says nothing, and the verdict is None with the reason."""
+    rng = np.random.default_rng(3)
+    p, q = rng.dirichlet(np.ones(50)), rng.dirichlet(np.ones(50))
+
+    def holds_its_own_target(_p, q_row, drafts, rng):
+        out = mdsd.Verifier("specinfer", p, q_row, drafts.shape[1]).sample_batch(
+            drafts, seed=int(rng.integers(2**63)))
+        return out
+
+    report = mdsd.check_verifier(holds_its_own_target, p, q, n=2, samples=20_000, batched=True)
+    assert report.control_detected is False
+    assert report.lossless is None
+    assert "negative control was not detected" in report.inconclusive
+    assert "inconclusive" in repr(report)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_laws_are_refused_in_exact_mode(bad):
+    calls = []
+
+    def sometimes_broken(p, q, drafts):
+        calls.append(drafts)
+        law = mdsd.Verifier("specinfer", p, q, len(drafts)).conditional(drafts)
+        if len(calls) > 3:
+            law = law.copy()
+            law[0] = bad
+        return law
+
+    with pytest.raises(mdsd.MdsdError, match="NaN or infinite"):
+        mdsd.check_verifier(sometimes_broken, n=2, instances=5)
