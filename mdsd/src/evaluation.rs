@@ -86,6 +86,41 @@ pub struct Evaluation {
     pub failures: Vec<Failure>,
 }
 
+impl Evaluation {
+    /// The stages (a scheme's or a verifier's column at one n) at which
+    /// every row failed, each with the first row's error there: no number
+    /// came out of them, and their mean is none.
+    pub fn failed_stages(&self, ns: &[usize]) -> Vec<(String, String)> {
+        let empty_columns = |m: &Matrix| -> Vec<usize> {
+            (0..m.cols())
+                .filter(|&j| m.rows() > 0 && m.iter_rows().all(|row| row[j].is_nan()))
+                .collect()
+        };
+        // A stage's empty columns by their n: "wor (n = 1, 2)".
+        let named = |stage: String, columns: Vec<usize>| {
+            let ns: Vec<String> = (columns.iter())
+                .map(|&j| ns.get(j).copied().unwrap_or(0).to_string())
+                .collect();
+            (!columns.is_empty()).then(|| (stage, format!("n = {}", ns.join(", "))))
+        };
+        let stages = (self.schemes.iter())
+            .filter_map(|s| named(s.scheme.name().to_string(), empty_columns(&s.alpha)))
+            .chain(
+                (self.verifiers.iter())
+                    .filter_map(|v| named(v.label(), empty_columns(&v.acceptance))),
+            );
+        stages
+            .map(|(stage, at)| {
+                let error = (self.failures.iter())
+                    .find(|f| f.stage == stage)
+                    .or(self.failures.first())
+                    .map_or_else(String::new, |f| f.error.clone());
+                (format!("{stage} ({at})"), error)
+            })
+            .collect()
+    }
+}
+
 /// Evaluates the rows `input` selects (the built-in sample where it names
 /// none): a window of about `WINDOW_BYTES` at a time where the file
 /// streams, else all at once. `progress` counts rows when streamed, draws

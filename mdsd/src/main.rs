@@ -10,6 +10,14 @@ use clap::error::ErrorKind;
 /// Every error exits with this code, after one line on stderr.
 const FAILED: u8 = 2;
 
+/// A line on stderr; a stderr that cannot take it (`2>/dev/full`, closed)
+/// loses the line, not the exit code (`eprintln!` would panic).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        cli::say(&format!($($arg)*))
+    };
+}
+
 /// Keeps freed memory for reuse. Commands pass rows through in windows of
 /// a few MB; glibc, by default, gives each freed window back to the kernel
 /// (blocks above its mmap threshold are unmapped, the heap's top trimmed)
@@ -43,7 +51,7 @@ fn main() -> ExitCode {
     let parsed = match cli::Cli::try_parse() {
         Ok(parsed) => parsed,
         Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            eprintln!(
+            say!(
                 "error: mdsd needs a command: bound, solve, compare, eval or block \
                  (`mdsd --help` describes them)"
             );
@@ -55,7 +63,7 @@ fn main() -> ExitCode {
             return match cli::emit(&e.to_string()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    say!("error: {e}");
                     ExitCode::from(FAILED)
                 }
             };
@@ -71,7 +79,7 @@ fn main() -> ExitCode {
                 }
                 line.push_str(part);
             }
-            eprintln!("{line}");
+            say!("{line}");
             return ExitCode::from(FAILED);
         }
     };
@@ -81,9 +89,9 @@ fn main() -> ExitCode {
             // Where an instance was refused, the commands that scale.
             let instead = e.instead();
             if instead.is_empty() {
-                eprintln!("error: {e}");
+                say!("error: {e}");
             } else {
-                eprintln!("error: {e} ({})", instead.join(", "));
+                say!("error: {e} ({})", instead.join(", "));
             }
             ExitCode::from(FAILED)
         }

@@ -262,7 +262,9 @@ fn argmax_and_top_drafts_beside_sampled_ones() {
 }
 
 /// One bad row does not end an eval: it is reported with its stage and
-/// left out of that stage's means; --strict stops at it.
+/// left out of that stage's means; --strict stops at it. Where every row
+/// failed at a stage (wor here), the report is whole but for it,
+/// and the exit code is 2, naming the stage.
 #[test]
 fn a_failing_row_is_reported_and_the_others_go_on() {
     let args = [
@@ -277,7 +279,15 @@ fn a_failing_row_is_reported_and_the_others_go_on() {
         "--n",
         "1,2",
     ];
-    let doc = json(&args);
+    let out = mdsd(&args);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("every row failed at wor (n = 1, 2)"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["failed_rows"], 3);
     for failure in doc["failures"].as_array().unwrap() {
         assert_eq!(failure["stage"], "wor");

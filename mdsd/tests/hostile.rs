@@ -434,3 +434,25 @@ fn help_into_a_closed_pipe_ends_quietly() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+/// An error written to a stderr that cannot take it (`2>/dev/full`) is
+/// lost, not a panic: the exit code still says 2. So is a warning.
+#[test]
+fn a_full_stderr_keeps_the_exit_code() {
+    if !std::path::Path::new("/dev/full").exists() {
+        eprintln!("skipped: no /dev/full on this system");
+        return;
+    }
+    for args in [
+        vec!["bound", "-p", "0.5,0.5", "-q", "0.5", "-n", "2"],
+        vec!["bound", "-n", "2"],
+        vec!["nonsense"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_mdsd"))
+            .args(&args)
+            .stderr(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {:?}", out.status);
+    }
+}

@@ -119,7 +119,7 @@ fn backend(choice: BackendArg) -> Box<dyn Backend> {
         BackendArg::Gpu => match WgpuBackend::new() {
             Ok(gpu) => Box::new(gpu),
             Err(e) => {
-                eprintln!("warning: {e}; running on the CPU instead");
+                output::say(&format!("warning: {e}; running on the CPU instead"));
                 Box::new(CpuBackend)
             }
         },
@@ -158,6 +158,7 @@ pub fn run(args: &EvalArgs) -> Result<(), Error> {
         evaluation => evaluation?,
     };
     progress.finish_and_clear();
+    let failed_stages = evaluation.failed_stages(&args.ns);
     let Evaluation {
         input: report,
         described,
@@ -204,6 +205,14 @@ pub fn run(args: &EvalArgs) -> Result<(), Error> {
         if !args.json {
             output::emit(&format!("wrote {}\n", dir.display()))?;
         }
+    }
+    // A stage at which every row failed gave no number: the report keeps
+    // what the others computed, and the exit code says it is not whole.
+    if let Some((stage, error)) = failed_stages.first() {
+        return Err(Error::Usage(format!(
+            "every row failed at {stage}: {error} (the report shows what the other stages \
+             computed)"
+        )));
     }
     Ok(())
 }

@@ -19,7 +19,7 @@ use mdsd::{ConvexSolver, CoreError, Formulation, Problem, SchemeKind, VerifyErro
 use input::InputArgs;
 use mdsd::input::InputReport;
 use output::Report;
-pub use output::emit;
+pub use output::{emit, say};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -10,6 +10,13 @@ use mdsd::solving::CompactCertificate;
 
 use super::ProblemArgs;
 
+/// One line to standard error, ignoring a stderr that cannot take it
+/// (full or closed): the exit code still says what happened.
+pub fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
 /// Writes `text` to standard output. A reader that has gone (`mdsd ... |
 /// head`) is no error: what is left has nowhere to go, and the command
 /// ends quietly.
