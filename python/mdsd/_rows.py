@@ -43,6 +43,22 @@ def checked_keywords(caller: str, given: Mapping[str, Any], allowed: tuple) -> N
             raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}")
 
 
+def whole(value: Any, name: str, least: int = 0) -> int:
+    """``value`` as an int if it is a whole number of at least ``least``
+    (a Python or numpy integer, or a float that is one): a count is never
+    truncated (``n=1.5`` is refused, not run as 1), and a wrong type is a
+    ``TypeError`` naming the argument."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, np.integer, float, np.floating)):
+        raise TypeError(f"{name}={value!r}: expected a whole number, got {type(value).__name__}")
+    if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+        raise MdsdError(f"{name}={value!r}: expected a whole number")
+    number = int(value)
+    if number < least:
+        raise MdsdError(f"{name}={number}: expected at least {least}")
+    return number
+
+
 def stored(*arrays: Any) -> str:
     """The coarsest float type among the caller's rows, before widening:
     it sets how far from 1 a row of probabilities may sum."""

@@ -160,8 +160,7 @@ def _check_sampled(verifier, p, q, n, scheme, samples, seed, batched, batch_size
     if p is None:
         rng = np.random.default_rng(seed)
         p, q = rng.dirichlet(np.full(1000, 0.3)), rng.dirichlet(np.full(1000, 0.3))
-    if int(samples) < 1:
-        raise MdsdError(f"samples={samples}: expected at least 1")
+    samples = _rows.whole(samples, "samples", least=1)
     p = _law(p, "p")
     if scheme == "independent":
         q = [_law(x, f"q[{i}]") for i, x in enumerate(q)]

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 import numpy as np
 
 from . import _mdsd
-from ._rows import FILE_TRANSFORMS, TRANSFORMS, checked_keywords, drafts, rows, settings
+from ._mdsd import MdsdError
+from ._rows import FILE_TRANSFORMS, TRANSFORMS, checked_keywords, drafts, rows, settings, whole
 from .results import Evaluation
 
 if TYPE_CHECKING:
@@ -22,7 +23,11 @@ EVAL_VERIFIERS = ("specinfer", "optimal-convex")
 
 
 def _ns(n: Any) -> list:
-    return [int(k) for k in np.atleast_1d(n)]
+    """The numbers of drafts: whole numbers of at least 1, one or a list."""
+    values = [n] if np.isscalar(n) else list(n)
+    if not values:
+        raise MdsdError("n=[]: expected at least one number of drafts")
+    return [whole(k, "n", least=1) for k in values]
 
 
 def evaluate(p: Any, q: Any, n: Sequence[int] = (1, 2, 4, 8),
@@ -54,7 +59,8 @@ def evaluate(p: Any, q: Any, n: Sequence[int] = (1, 2, 4, 8),
     independent = "independent" in schemes or any(v.endswith("@independent") for v in verifiers)
     laws = drafts(q, "independent" if independent else "iid")
     fields = _mdsd.evaluate(rows(p, "p"), laws, settings(p, laws[0], 1, "iid", transforms), ns,
-                            list(schemes), list(verifiers), int(samples), int(seed))
+                            list(schemes), list(verifiers), whole(samples, "samples", 1),
+                            whole(seed, "seed"))
     return Evaluation.of(ns, fields)
 
 
@@ -74,6 +80,8 @@ def evaluate_file(path: "os.PathLike[str] | str", n: Sequence[int] = (1, 2, 4, 8
     checked_keywords("evaluate_file", transforms, FILE_TRANSFORMS)
     ns = _ns(n)
     fields = _mdsd.evaluate_file(os.fspath(path), settings(None, None, 1, "iid", transforms),
-                                 ns, list(schemes), list(verifiers), int(samples), int(seed),
-                                 int(first_row), None if rows is None else int(rows))
+                                 ns, list(schemes), list(verifiers),
+                                 whole(samples, "samples", 1), whole(seed, "seed"),
+                                 whole(first_row, "first_row"),
+                                 None if rows is None else whole(rows, "rows", 1))
     return Evaluation.of(ns, fields)

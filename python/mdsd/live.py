@@ -21,6 +21,7 @@ import numpy as np
 
 from . import _mdsd
 from ._mdsd import MdsdError
+from ._rows import whole
 from .optimum import alpha_star
 from .results import BlockEfficiency
 from .verifier import Verifier
@@ -57,7 +58,8 @@ class CallbackModel:
 
     def __init__(self, target, draft, vocab_size, *, logits=True, cache_size=4096):
         self._native = _mdsd.CallbackModel(_batched(target, "target"), _batched(draft, "draft"),
-                                           int(vocab_size), bool(logits), int(cache_size))
+                                           whole(vocab_size, "vocab_size", 1), bool(logits),
+                                           whole(cache_size, "cache_size"))
 
     @property
     def vocab_size(self):
@@ -100,9 +102,10 @@ def block_efficiency(model, prompts, depth, paths, methods=BLOCK_METHODS, *, sam
     if len(prompts) > 0 and all(isinstance(t, (int, np.integer)) for t in prompts):
         prompts = [prompts]
     prompts = [[int(t) for t in prompt] for prompt in prompts]
-    result = _mdsd.block_efficiency(model._native, prompts, int(depth), int(paths), list(methods),
-                                    None if samples is None else int(samples), int(seed),
-                                    int(batch))
+    result = _mdsd.block_efficiency(model._native, prompts, whole(depth, "depth", 1),
+                                    whole(paths, "paths", 1), list(methods),
+                                    None if samples is None else whole(samples, "samples", 1),
+                                    whole(seed, "seed"), whole(batch, "batch", 1))
     return BlockEfficiency.of(result, exact=samples is None)
 
 

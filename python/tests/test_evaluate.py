@@ -115,3 +115,24 @@ def test_independent_drafts_and_verifiers_on_named_schemes():
     assert e.rated_scheme["optimal-convex@wor"] == "wor"
     with pytest.raises(mdsd.MdsdError, match="rrs-wor"):
         mdsd.evaluate(p, laws[0], n=[2], verifiers=["rrs-wor@iid"])
+
+
+@pytest.mark.parametrize("n, error", [([1.5], mdsd.MdsdError), ([2.7], mdsd.MdsdError),
+                                      (["2"], TypeError), ([True], TypeError), ([0], mdsd.MdsdError),
+                                      ([], mdsd.MdsdError)])
+def test_counts_are_never_truncated(n, error):
+    """A number of drafts is a whole number: 1.5 is refused, not run as 1,
+    and a string is a TypeError naming the argument."""
+    with pytest.raises(error, match="n="):
+        mdsd.evaluate([0.5, 0.5], [0.5, 0.5], n=n, schemes=["iid"], verifiers=[])
+
+
+def test_whole_floats_and_numpy_integers_are_counts():
+    e = mdsd.evaluate([0.5, 0.5], [0.5, 0.5], n=[np.int64(2), 4.0], schemes=["iid"],
+                      verifiers=[], samples=np.uint16(10), seed=np.int32(3))
+    assert e.n.tolist() == [2, 4]
+    with pytest.raises(mdsd.MdsdError, match="samples=1.5"):
+        mdsd.evaluate([0.5, 0.5], [0.5, 0.5], n=[2], samples=1.5)
+    with pytest.raises(mdsd.MdsdError, match="samples=1.5"):
+        mdsd.check_verifier(lambda p, q, d, rng: d[:, 0], [0.5, 0.5], [0.5, 0.5], samples=1.5,
+                            batched=True)
