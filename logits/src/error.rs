@@ -12,6 +12,11 @@ pub enum LogitsError {
         path: String,
         source: std::io::Error,
     },
+    #[error(
+        "{path} is {kind}, not a regular file: mdsd reads files (a pipe or a device could \
+         block or never end); save the rows to a file"
+    )]
+    NotRegularFile { path: String, kind: &'static str },
     #[error("{path} is not a valid {format} file: {message}")]
     Format {
         path: String,

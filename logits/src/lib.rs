@@ -31,6 +31,7 @@
 
 mod backend;
 mod error;
+mod files;
 mod gpu;
 mod npy;
 mod read;

@@ -48,10 +48,7 @@ fn read_typed_rows(spec: &OsStr) -> Result<(Matrix, FloatType, Vec<usize>), Logi
         .map(str::to_ascii_lowercase);
     match extension.as_deref() {
         Some("npy") => {
-            let bytes = fs::read(path).map_err(|source| LogitsError::Io {
-                path: shown.clone(),
-                source,
-            })?;
+            let bytes = crate::files::read(path)?;
             let stem = path
                 .file_stem()
                 .map_or(shown.clone(), |s| s.to_string_lossy().into_owned());
@@ -108,10 +105,8 @@ fn read_json(file: &Path) -> Result<(Matrix, bool), LogitsError> {
         format: "json",
         message,
     };
-    let text = fs::read_to_string(file).map_err(|source| LogitsError::Io {
-        path: path.to_string(),
-        source,
-    })?;
+    let text = String::from_utf8(crate::files::read(file)?)
+        .map_err(|e| format(format!("not UTF-8 text: {e}")))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
     let number_row = |row: &serde_json::Value, r: usize| -> Result<Vec<f64>, LogitsError> {
@@ -329,24 +324,21 @@ pub(crate) fn with_arrays<T>(
     read: impl FnOnce(&mut dyn Arrays) -> Result<T, LogitsError>,
 ) -> Result<T, LogitsError> {
     let shown = path.display().to_string();
-    let io = |source| LogitsError::Io {
-        path: shown.clone(),
-        source,
-    };
     if path.is_dir() {
         return read(&mut NpyDirectory::open(path, &shown)?);
     }
+    crate::files::regular_file(path)?;
     let extension = path
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
     match extension.as_deref() {
         Some("npz") => {
-            let bytes = fs::read(path).map_err(io)?;
+            let bytes = crate::files::read(path)?;
             read(&mut Npz::open(bytes, &shown)?)
         }
         Some("safetensors") => {
-            let bytes = fs::read(path).map_err(io)?;
+            let bytes = crate::files::read(path)?;
             read(&mut Safetensors::open(&bytes, &shown)?)
         }
         _ => Err(LogitsError::Format {
@@ -882,10 +874,7 @@ impl NpyDirectory {
             });
         };
         let shown = file.display().to_string();
-        let bytes = fs::read(file).map_err(|source| LogitsError::Io {
-            path: shown.clone(),
-            source,
-        })?;
+        let bytes = crate::files::read(file)?;
         Ok((bytes, shown))
     }
 }

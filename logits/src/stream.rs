@@ -11,7 +11,6 @@
 //! (`ulimit -v`) bounds, and a mapped 30 GB file would not fit under.
 //! Other files (`.npz`, sparse) are read whole.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -114,7 +113,7 @@ fn read_at(file: &Path, at: u64, bytes: &mut [u8]) -> Result<(), LogitsError> {
         path: file.display().to_string(),
         source,
     };
-    let mut handle = File::open(file).map_err(io)?;
+    let mut handle = crate::files::open(file)?;
     handle.seek(SeekFrom::Start(at)).map_err(io)?;
     handle.read_exact(bytes).map_err(io)
 }
@@ -124,10 +123,7 @@ fn read_at(file: &Path, at: u64, bytes: &mut [u8]) -> Result<(), LogitsError> {
 /// header says is an error naming both sizes.
 fn read_window(file: &Path, at: u64, length: usize) -> Result<Vec<u8>, LogitsError> {
     let shown = file.display().to_string();
-    let mut handle = File::open(file).map_err(|source| LogitsError::Io {
-        path: shown.clone(),
-        source,
-    })?;
+    let mut handle = crate::files::open(file)?;
     let mut bytes = Vec::with_capacity(length);
     handle
         .seek(SeekFrom::Start(at))
@@ -159,8 +155,9 @@ fn locate_npy(file: &Path, name: &str) -> Result<Located, LogitsError> {
         message,
     };
     let mut head = Vec::new();
-    File::open(file)
-        .and_then(|f| f.take(1 << 17).read_to_end(&mut head))
+    crate::files::open(file)?
+        .take(1 << 17)
+        .read_to_end(&mut head)
         .map_err(|source| LogitsError::Io {
             path: shown.clone(),
             source,
@@ -472,6 +469,9 @@ impl RowReader {
 /// The streamed parts of `path`, or `None` for a file read whole.
 fn streamed_parts(path: &Path) -> Result<Option<Vec<Part>>, LogitsError> {
     let shown = path.display().to_string();
+    if !path.is_dir() {
+        crate::files::regular_file(path)?;
+    }
     let is = |p: &Path, extension: &str| {
         p.extension()
             .and_then(|e| e.to_str())

@@ -3,7 +3,6 @@
 //! to their first N tokens (models whose logit rows are padded to
 //! different lengths), with the probability the cut drops.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use ndarray_npy::npy::header::Header;
@@ -219,10 +218,7 @@ fn read_map(map: &DraftVocabMap, vocabulary: usize) -> Result<Vec<usize>, Logits
         path: shown.clone(),
         message,
     };
-    let bytes = fs::read(&map.path).map_err(|source| LogitsError::Io {
-        path: shown.clone(),
-        source,
-    })?;
+    let bytes = crate::files::read(&map.path)?;
     let header = Header::from_reader(&mut std::io::Cursor::new(&bytes))
         .map_err(|e| error(format!("not a .npy file: {e}")))?;
     if header.shape.len() != 1 {

@@ -456,3 +456,71 @@ fn a_full_stderr_keeps_the_exit_code() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {:?}", out.status);
     }
 }
+
+/// What is not a regular file is refused by what it is, at once: a FIFO
+/// (which blocks its reader for ever) as `-p`, as a `.json`, as a draft
+/// vocabulary map or inside a `--data` folder, and a device (`/dev/zero`,
+/// which never ends) as `--data` or behind a `.npy` link.
+#[test]
+fn pipes_and_devices_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = |name: &str| {
+        let path = dir.path().join(name);
+        let made = Command::new("mkfifo").arg(&path).status();
+        made.is_ok_and(|s| s.success())
+            .then(|| path.to_str().unwrap().to_string())
+    };
+    let (Some(npy), Some(json), Some(map)) = (fifo("p.npy"), fifo("p.json"), fifo("map.npy"))
+    else {
+        eprintln!("skipped: no mkfifo on this system");
+        return;
+    };
+    let folder = dir.path().join("rows");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join("q_draft.npy"), npy_bytes()).unwrap();
+    let inside = Command::new("mkfifo")
+        .arg(folder.join("p_target.npy"))
+        .status()
+        .unwrap();
+    assert!(inside.success());
+    let zero = dir.path().join("zero.npy");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let q = "0.2,0.3,0.5";
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["bound", "-p", &npy, "-q", q, "-n", "2"], "FIFO"),
+        (vec!["bound", "-p", &json, "-q", q, "-n", "2"], "FIFO"),
+        (
+            vec![
+                "bound",
+                "-p",
+                q,
+                "-q",
+                q,
+                "-n",
+                "2",
+                "--draft-vocab-map",
+                &map,
+            ],
+            "FIFO",
+        ),
+        (
+            vec!["bound", "--data", folder.to_str().unwrap(), "-n", "2"],
+            "FIFO",
+        ),
+        (vec!["bound", "--data", "/dev/zero", "-n", "2"], "a device"),
+        (
+            vec!["bound", "-p", zero.to_str().unwrap(), "-q", q, "-n", "2"],
+            "a device",
+        ),
+        (vec!["eval", "--data", zero.to_str().unwrap()], "a device"),
+    ];
+    for (args, kind) in cases {
+        refused(&args, kind);
+        refused(&args, "not a regular file");
+    }
+}
+
+/// A one-row float64 `.npy` of three probabilities.
+fn npy_bytes() -> Vec<u8> {
+    npy(&[[0.2, 0.3, 0.5]])
+}
