@@ -239,11 +239,28 @@ fn locate_safetensors(file: &Path) -> Result<Vec<Located>, LogitsError> {
         format: "safetensors",
         message,
     };
+    let held = std::fs::metadata(file)
+        .map_err(|source| LogitsError::Io {
+            path: shown.clone(),
+            source,
+        })?
+        .len();
+    if held < 8 {
+        return Err(format(format!(
+            "the file holds {held} bytes, fewer than the 8 of its header's length"
+        )));
+    }
     let mut length = [0u8; 8];
     read_at(file, 0, &mut length)?;
     let length = u64::from_le_bytes(length);
     if length > 100 << 20 {
         return Err(format(format!("a header of {length} bytes")));
+    }
+    if length > held - 8 {
+        return Err(format(format!(
+            "its header claims {length} bytes, the file holds {} after the length",
+            held - 8
+        )));
     }
     let mut header = vec![0; length as usize];
     read_at(file, 8, &mut header)?;
@@ -270,10 +287,32 @@ fn locate_safetensors(file: &Path) -> Result<Vec<Located>, LogitsError> {
                 .filter_map(|d| d.as_u64().map(|d| d as usize))
                 .collect()
         });
-        let start = entry["data_offsets"][0].as_u64();
-        let (Some(shape), Some(start)) = (shape, start) else {
+        let (start, end) = (
+            entry["data_offsets"][0].as_u64(),
+            entry["data_offsets"][1].as_u64(),
+        );
+        let (Some(shape), Some(start), Some(end)) = (shape, start, end) else {
             return Err(format(format!("tensor `{name}` has no shape or offsets")));
         };
+        // The offsets must hold exactly the tensor its shape and dtype
+        // say, inside the file: a header can claim anything.
+        let needed = (shape.iter()).try_fold(element.bytes() as u128, |total, &d| {
+            total.checked_mul(d as u128)
+        });
+        let span = end.checked_sub(start).map(u128::from);
+        if span.is_none() || span != needed {
+            return Err(format(format!(
+                "tensor `{name}` has data_offsets [{start}, {end}], which do not hold its shape \
+                 {shape:?} of {} bytes each",
+                element.bytes()
+            )));
+        }
+        if u128::from(end) > u128::from(held - 8 - length) {
+            return Err(format(format!(
+                "tensor `{name}` ends at byte {end} of the data, the file holds {}",
+                held - 8 - length
+            )));
+        }
         arrays.push(checked(Located {
             name: name.clone(),
             file: file.to_path_buf(),

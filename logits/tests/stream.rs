@@ -159,3 +159,98 @@ fn shards_of_other_vocabularies_are_named() {
         "{error}"
     );
 }
+
+/// A `.safetensors` file of `p` and `q`, each `[rows, cols]` F32 of
+/// `value`, whose header gives each tensor the offsets `offsets(index,
+/// bytes)` (the right ones are (index x bytes, (index + 1) x bytes)).
+fn safetensors_with(
+    rows: usize,
+    cols: usize,
+    offsets: impl Fn(usize, usize) -> (u64, u64),
+) -> Vec<u8> {
+    let bytes = rows * cols * 4;
+    let entry = |index: usize| {
+        let (start, end) = offsets(index, bytes);
+        format!("{{\"dtype\":\"F32\",\"shape\":[{rows},{cols}],\"data_offsets\":[{start},{end}]}}")
+    };
+    let header = format!("{{\"p\":{},\"q\":{}}}", entry(0), entry(1));
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(header.as_bytes());
+    let value = (1.0f32 / cols as f32).to_le_bytes();
+    for _ in 0..2 * rows * cols {
+        out.extend_from_slice(&value);
+    }
+    out
+}
+
+/// Offsets that do not hold the shape their tensor claims (too short, too
+/// long, reversed, past the file) and a header longer than the file are
+/// refused naming what is wrong; the right offsets open.
+#[test]
+fn safetensors_offsets_are_checked_against_shapes_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: Vec<u8>| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let options = mdsd_logits::ReadOptions::default();
+    let good = write(
+        "good.safetensors",
+        safetensors_with(4, 8, |i, b| ((i * b) as u64, ((i + 1) * b) as u64)),
+    );
+    assert_eq!(
+        mdsd_logits::RowReader::open(&good, &options)
+            .unwrap()
+            .rows(),
+        4
+    );
+    type Offsets = Box<dyn Fn(usize, usize) -> (u64, u64)>;
+    let bad: [(&str, Offsets, &str); 4] = [
+        (
+            "short",
+            Box::new(|i, b| ((i * b) as u64, (i * b + 16) as u64)),
+            "data_offsets",
+        ),
+        (
+            "long",
+            Box::new(|i, b| ((i * b) as u64, 1_000_000_000_000)),
+            "data_offsets",
+        ),
+        (
+            "reversed",
+            Box::new(|i, b| (((i + 1) * b) as u64, (i * b) as u64)),
+            "data_offsets",
+        ),
+        (
+            "past",
+            Box::new(|i, b| (((i + 2) * b) as u64, ((i + 3) * b) as u64)),
+            "the file holds",
+        ),
+    ];
+    for (name, offsets, needle) in bad {
+        let path = write(
+            &format!("{name}.safetensors"),
+            safetensors_with(4, 8, offsets),
+        );
+        let error = mdsd_logits::RowReader::open(&path, &options)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            error.as_deref().is_some_and(|e| e.contains(needle)),
+            "{name}: {error:?}"
+        );
+    }
+    let mut truncated = 1000u64.to_le_bytes().to_vec();
+    truncated.extend_from_slice(b"{\"p\":");
+    let path = write("truncated.safetensors", truncated);
+    let error = mdsd_logits::RowReader::open(&path, &options)
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        error
+            .as_deref()
+            .is_some_and(|e| e.contains("header claims 1000 bytes")),
+        "{error:?}"
+    );
+}
