@@ -53,6 +53,7 @@ pub(crate) fn npy_integers(
         format: "npy",
         message: format!("array `{name}`: {message}"),
     };
+    header_fits(bytes, bytes.len() as u64, name, path)?;
     let header = Header::from_reader(&mut Cursor::new(bytes)).map_err(|e| format(e.to_string()))?;
     let descriptor = npy_descriptor(&header);
     match descriptor.get(1..) {
@@ -72,4 +73,37 @@ pub(crate) fn npy_integers(
         }
     }
     .map_err(|e| format(e.to_string()))
+}
+
+/// Refuses an `.npy` header whose length field claims more than the file
+/// holds (`held` bytes), before the header parser allocates that length:
+/// a v2 header of length 0xFFFFFFFF asked for 4 GB. What is not an `.npy`
+/// header at all is left to the parser's own message.
+pub(crate) fn header_fits(
+    head: &[u8],
+    held: u64,
+    name: &str,
+    path: &str,
+) -> Result<(), LogitsError> {
+    if head.len() < 10 || !head.starts_with(b"\x93NUMPY") {
+        return Ok(());
+    }
+    let (length, prefix) = match head[6] {
+        1 => (u64::from(u16::from_le_bytes([head[8], head[9]])), 10),
+        _ if head.len() >= 12 => (
+            u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]])),
+            12,
+        ),
+        _ => return Ok(()),
+    };
+    if prefix + length > held {
+        return Err(LogitsError::Format {
+            path: path.to_string(),
+            format: "npy",
+            message: format!(
+                "array `{name}`: its header claims {length} bytes, the file holds {held}"
+            ),
+        });
+    }
+    Ok(())
 }

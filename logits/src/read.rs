@@ -755,6 +755,7 @@ fn npy_floats(bytes: &[u8], name: &str, path: &str) -> Result<Array, LogitsError
     if bytes.is_empty() {
         return Err(format("the file is empty".into()));
     }
+    crate::npy::header_fits(bytes, bytes.len() as u64, name, path)?;
     let mut cursor = Cursor::new(bytes);
     let header = Header::from_reader(&mut cursor).map_err(|e| format(e.to_string()))?;
     let descriptor = npy_descriptor(&header);
@@ -905,6 +906,7 @@ impl Arrays for NpyDirectory {
 }
 
 fn npy_shape(bytes: &[u8], name: &str, path: &str) -> Result<Vec<usize>, LogitsError> {
+    crate::npy::header_fits(bytes, bytes.len() as u64, name, path)?;
     Header::from_reader(&mut Cursor::new(bytes))
         .map(|h| h.shape)
         .map_err(|e| LogitsError::Format {

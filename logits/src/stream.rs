@@ -162,6 +162,13 @@ fn locate_npy(file: &Path, name: &str) -> Result<Located, LogitsError> {
             path: shown.clone(),
             source,
         })?;
+    let held = std::fs::metadata(file)
+        .map_err(|source| LogitsError::Io {
+            path: shown.clone(),
+            source,
+        })?
+        .len();
+    crate::npy::header_fits(&head, held, name, &shown)?;
     let mut cursor = std::io::Cursor::new(&head[..]);
     let header = Header::from_reader(&mut cursor).map_err(|e| format(e.to_string()))?;
     if header.layout.is_fortran() {

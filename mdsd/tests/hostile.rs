@@ -524,3 +524,34 @@ fn pipes_and_devices_are_refused() {
 fn npy_bytes() -> Vec<u8> {
     npy(&[[0.2, 0.3, 0.5]])
 }
+
+/// An `.npy` header whose length field claims more than the file holds
+/// (a v2 header of 0xFFFFFFFF bytes asked for 4 GB before any check) is
+/// refused naming both sizes, as `-p` and inside a `--data` folder.
+#[test]
+fn npy_header_lengths_are_checked_before_allocating() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = b"\x93NUMPY\x02\x00".to_vec();
+    bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+    bytes.extend_from_slice(b"{}");
+    let lone = dir.path().join("p.npy");
+    std::fs::write(&lone, &bytes).unwrap();
+    let folder = dir.path().join("rows");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join("p_target.npy"), &bytes).unwrap();
+    std::fs::write(folder.join("q_draft.npy"), &bytes).unwrap();
+    for args in [
+        vec![
+            "bound",
+            "-p",
+            lone.to_str().unwrap(),
+            "-q",
+            "0.5,0.5",
+            "-n",
+            "2",
+        ],
+        vec!["bound", "--data", folder.to_str().unwrap(), "-n", "2"],
+    ] {
+        refused(&args, "its header claims 4294967295 bytes");
+    }
+}
