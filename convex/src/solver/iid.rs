@@ -6,7 +6,7 @@ use mdsd_bounds::{IidAlgorithm, optimal_acceptance_iid};
 use mdsd_core::{Distribution, Problem};
 
 use super::programs::{ConvexSolution, Side, Sides, assemble, solve_side};
-use super::support::{draft_support, restrict};
+use super::support::on_support;
 use crate::budget::Budget;
 use crate::error::ConvexError;
 use crate::numeric::sum_at;
@@ -15,7 +15,7 @@ use crate::ratio_groups;
 use crate::thresholds::PARALLEL_FROM;
 use crate::workspace::Workspace;
 
-/// Solves an i.i.d. problem on the draft's support (`restrict`).
+/// Solves an i.i.d. problem on the draft's support (`on_support`).
 pub(super) fn solve(
     problem: &Problem,
     budget: &Budget,
@@ -30,39 +30,37 @@ pub(super) fn solve(
             tolerance: budget.tolerance,
         });
     }
-    let (target, draft) = (problem.target(), &drafts.drafts()[0]);
-    let support = draft_support(&[draft.probs()]);
-    let restricted = (support.len() < target.len())
-        .then(|| restrict(target, draft, &support, workspace))
-        .transpose()?;
-    let (target, draft) = restricted.as_ref().map_or((target, draft), |(p, q)| (p, q));
     let vocabulary = problem.vocab_size();
-    let parallel = support.len() >= PARALLEL_FROM;
-    let solve = |workspace: &mut Workspace| {
-        solve_on_support(
-            target,
-            draft,
-            drafts.n(),
-            support,
-            vocabulary,
-            budget,
-            workspace,
-        )
-    };
-    // Small programs make no parallel call and run on the calling
-    // thread; larger ones do, and each call from outside the pool would
-    // wake a worker and wait for it: there the whole solve goes to the
-    // pool once. The pass over the vocabulary above stays on the
-    // calling thread, whose cache holds the rows.
-    let solution = if parallel {
-        rayon::scope(|_| solve(workspace))
-    } else {
-        solve(workspace)
-    };
-    if let Some((target, draft)) = restricted {
-        workspace.give_problem(target.into_probs(), draft.into_probs());
-    }
-    solution
+    let (target, draft) = (problem.target(), &drafts.drafts()[0]);
+    on_support(
+        target,
+        draft,
+        workspace,
+        |(target, draft), support, workspace| {
+            let parallel = support.len() >= PARALLEL_FROM;
+            let solve = |workspace: &mut Workspace| {
+                solve_on_support(
+                    target,
+                    draft,
+                    drafts.n(),
+                    support,
+                    vocabulary,
+                    budget,
+                    workspace,
+                )
+            };
+            // Small programs make no parallel call and run on the calling
+            // thread; larger ones do, and each call from outside the pool would
+            // wake a worker and wait for it: there the whole solve goes to the
+            // pool once. The pass over the vocabulary above stays on the
+            // calling thread, whose cache holds the rows.
+            if parallel {
+                rayon::scope(|_| solve(workspace))
+            } else {
+                solve(workspace)
+            }
+        },
+    )
 }
 
 /// Solves the programs of the problem restricted to the draft's support

@@ -4,6 +4,7 @@
 
 use mdsd_core::{CoreError, Distribution};
 
+use crate::error::ConvexError;
 use crate::numeric::{lane_sum, sum_where};
 use crate::workspace::Workspace;
 
@@ -48,6 +49,31 @@ pub(super) fn draft_support(laws: &[&[f64]]) -> Vec<usize> {
     support
 }
 
+/// `solve` of the problem on the draft's support (`draft_support`): on p
+/// and q restricted to it (`restrict`) where the draft leaves tokens out
+/// (the support is shorter than the vocabulary), else on `target` and
+/// `draft` as they are; with the support, whose tokens come first. The
+/// restricted vectors go back to the workspace afterwards.
+pub(super) fn on_support<T>(
+    target: &Distribution,
+    draft: &Distribution,
+    workspace: &mut Workspace,
+    solve: impl FnOnce(
+        (&Distribution, &Distribution),
+        Vec<usize>,
+        &mut Workspace,
+    ) -> Result<T, ConvexError>,
+) -> Result<T, ConvexError> {
+    let support = draft_support(&[draft.probs()]);
+    if support.len() == target.len() {
+        return solve((target, draft), support, workspace);
+    }
+    let (p, q) = restrict(target, draft, &support, workspace)?;
+    let solution = solve((&p, &q), support, workspace);
+    workspace.give_problem(p.into_probs(), q.into_probs());
+    solution
+}
+
 /// The problem on the draft's support, whose tokens come first in the
 /// order of `support`, plus one token of draft probability 0 holding the
 /// target mass of the rest when it has any. A token that is never drafted
@@ -63,7 +89,7 @@ pub(super) fn draft_support(laws: &[&[f64]]) -> Vec<usize> {
 /// the target's mass gets no token of rounding-sized mass, which would
 /// shift ties of H* in degenerate problems (alpha* = 1) to where the inner
 /// program cannot reach its tolerance (a saved proptest regression).
-pub(super) fn restrict(
+fn restrict(
     target: &Distribution,
     draft: &Distribution,
     support: &[usize],

@@ -8,7 +8,7 @@ use mdsd_bounds::optimal_acceptance_wor;
 use mdsd_core::{Distribution, DraftScheme, Problem};
 
 use super::programs::{ConvexSolution, Side, Sides, assemble, solve_side};
-use super::support::{draft_support, restrict};
+use super::support::on_support;
 use crate::budget::Budget;
 use crate::error::ConvexError;
 use crate::newton::Program;
@@ -17,7 +17,7 @@ use crate::ratio_groups::log_ratio_start;
 use crate::workspace::Workspace;
 
 /// Solves a problem with drafts without replacement on the draft's
-/// support, as the i.i.d. solve does (`restrict`): a draft truncated to
+/// support, as the i.i.d. solve does (`on_support`): a draft truncated to
 /// its top k needs k entries of p, and the closed form a sort of k
 /// tokens, not of the vocabulary.
 pub(super) fn solve(
@@ -26,29 +26,14 @@ pub(super) fn solve(
     workspace: &mut Workspace,
 ) -> Result<ConvexSolution, ConvexError> {
     let (target, draft) = (problem.target(), &problem.drafts().drafts()[0]);
-    let support = draft_support(&[draft.probs()]);
-    let restricted = (support.len() < target.len())
-        .then(|| restrict(target, draft, &support, workspace))
-        .transpose()?;
     let vocabulary = problem.vocab_size();
-    let solution = match &restricted {
-        Some((p, q)) => {
-            let drafts = DraftScheme::without_replacement(q.clone(), problem.drafts().n())?;
-            solve_on_support(p, &drafts, support, vocabulary, budget, workspace)
+    on_support(target, draft, workspace, |(p, q), support, workspace| {
+        if support.len() == vocabulary {
+            return solve_on_support(p, problem.drafts(), support, vocabulary, budget, workspace);
         }
-        None => solve_on_support(
-            target,
-            problem.drafts(),
-            support,
-            vocabulary,
-            budget,
-            workspace,
-        ),
-    };
-    if let Some((target, draft)) = restricted {
-        workspace.give_problem(target.into_probs(), draft.into_probs());
-    }
-    solution
+        let drafts = DraftScheme::without_replacement(q.clone(), problem.drafts().n())?;
+        solve_on_support(p, &drafts, support, vocabulary, budget, workspace)
+    })
 }
 
 /// `solve` on the problem restricted to the draft's support, whose first
