@@ -27,7 +27,7 @@ use rayon::prelude::*;
 use crate::budget::Budget;
 use crate::error::ConvexError;
 use crate::newton::{Evaluation, MAX_STEP_THETA, Potential, Program, Stop};
-use crate::numeric::curvature_floor;
+use crate::numeric::{curvature_floor, merged_in_order};
 use crate::selection_rule::{Assembly, Counting, SelectionRule};
 use crate::thresholds::THETA_LIMIT;
 use crate::workspace::Workspace;
@@ -339,7 +339,7 @@ impl Potential for DraftSets {
             curvature: vec![0.0; self.tokens],
             coupling: vec![0.0; m * m],
         };
-        let total = self
+        let partials = self
             .members
             .par_chunks(SETS_PER_TASK * self.n)
             .zip(self.mass.par_chunks(SETS_PER_TASK))
@@ -378,18 +378,18 @@ impl Potential for DraftSets {
                     }
                 }
                 partial
-            })
-            .reduce(empty, |mut a, b| {
-                a.potential += b.potential;
-                for (x, y) in [
-                    (&mut a.marginal, &b.marginal),
-                    (&mut a.curvature, &b.curvature),
-                    (&mut a.coupling, &b.coupling),
-                ] {
-                    x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
-                }
-                a
             });
+        let total = merged_in_order(partials, |a, b| {
+            a.potential += b.potential;
+            for (x, y) in [
+                (&mut a.marginal, &b.marginal),
+                (&mut a.curvature, &b.curvature),
+                (&mut a.coupling, &b.coupling),
+            ] {
+                x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
+            }
+        })
+        .unwrap_or_else(empty);
         Evaluation {
             potential: total.potential,
             marginal: total.marginal,

@@ -1,6 +1,9 @@
 //! Numeric helpers shared by the evaluation, the Newton directions and the
 //! solver: short Taylor polynomials, sums that keep their precision and
-//! vectorise, and the curvature floor.
+//! vectorise, sums of parallel work that do not depend on the pool, and
+//! the curvature floor.
+
+use rayon::prelude::*;
 
 /// Below x = SQUARING_FROM, e^(-x) is a Taylor polynomial; from there on a
 /// square of the value at x / 2. Squaring doubles the exponent's relative
@@ -76,4 +79,20 @@ pub(crate) fn curvature_floor(curvature: f64, r: f64) -> f64 {
 #[inline(never)]
 pub(crate) fn sum_at(indices: &[usize], x: &[f64]) -> f64 {
     indices.iter().map(|&i| x[i]).sum()
+}
+
+/// The partial results of parallel work, combined by `merge` in their
+/// order; `None` for no work. Rayon's `reduce` (and `fold`) combine in a
+/// tree shaped by how the pool split the work, which follows its number of
+/// threads, so floating-point sums would differ in their last bits from
+/// one machine to another: here the work is split into the caller's fixed
+/// pieces and added up in one order, the same bits on any pool.
+pub(crate) fn merged_in_order<T: Send>(
+    partials: impl IndexedParallelIterator<Item = T>,
+    mut merge: impl FnMut(&mut T, T),
+) -> Option<T> {
+    let mut partials = partials.collect::<Vec<T>>().into_iter();
+    let mut total = partials.next()?;
+    partials.for_each(|partial| merge(&mut total, partial));
+    Some(total)
 }

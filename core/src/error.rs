@@ -129,6 +129,8 @@ pub enum CoreError {
         limit: u128,
         instead: Instead,
     },
+    #[error("stopped at the caller's request (an interrupt) before the run was done")]
+    Stopped,
     #[error("setting {setting} = {value} is invalid: it must be {expected}")]
     InvalidSetting {
         setting: &'static str,

@@ -29,6 +29,7 @@ mod coupling;
 mod distribution;
 mod error;
 mod problem;
+mod progress;
 mod scheme;
 mod size;
 mod solve;
@@ -43,6 +44,7 @@ pub use coupling::{
 pub use distribution::{CheckedChunks, Distribution, ProbabilityRow, SUM_TOLERANCE, Transform};
 pub use error::{CoreError, Instead, Method};
 pub use problem::{Plan, Problem};
+pub use progress::Progress;
 pub use scheme::{
     CumulativeDistribution, DEFAULT_ENUMERATION_LIMIT, DraftLaw, DraftSampler, DraftScheme,
     SchemeKind, sample_index, sample_index_of_total, token_set,

@@ -529,11 +529,18 @@ impl DraftScheme {
 }
 
 /// A discrete law prepared for repeated sampling in O(log V): cumulative
-/// sums and a binary search.
+/// sums and a binary search, with the weights kept as given (a weight far
+/// below the running total is lost in its difference of sums).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CumulativeDistribution {
+    weights: Vec<f64>,
     cumulative: Vec<f64>,
 }
+
+/// Below this share of the total, the mass left after excluding tokens is
+/// summed directly: as a difference of totals it would have lost all but
+/// `f64::EPSILON / REMAINING_SHARE` of its relative precision.
+const REMAINING_SHARE: f64 = 1e-6;
 
 impl CumulativeDistribution {
     /// From non-negative weights, not all zero.
@@ -546,7 +553,10 @@ impl CumulativeDistribution {
                 total
             })
             .collect();
-        Self { cumulative }
+        Self {
+            weights: weights.to_vec(),
+            cumulative,
+        }
     }
 
     /// Draws an index with probability proportional to its weight; never
@@ -555,22 +565,27 @@ impl CumulativeDistribution {
         self.sample_excluding(&[], rng)
     }
 
-    fn weight(&self, i: usize) -> f64 {
-        self.cumulative[i] - if i > 0 { self.cumulative[i - 1] } else { 0.0 }
-    }
-
     /// Draws an index with probability proportional to its weight among the
-    /// indices not in `excluded` (distinct, ascending). A uniform point of the
-    /// remaining mass is carried past each excluded interval, so this stays
-    /// O(|excluded| + log V) however much mass is excluded.
+    /// indices not in `excluded` (distinct, ascending), of which one at
+    /// least has positive weight. A uniform point of the remaining mass is
+    /// carried past each excluded interval, so this is O(|excluded| + log
+    /// V) however much mass is excluded; where that mass is nearly all of
+    /// it, or rounding lands on an excluded index, the draw is made over
+    /// the weights themselves in O(V).
     pub fn sample_excluding<R: Rng + ?Sized>(&self, excluded: &[usize], rng: &mut R) -> usize {
         let total = *self.cumulative.last().expect("at least one weight");
-        let removed: f64 = excluded.iter().map(|&i| self.weight(i)).sum();
-        loop {
-            let mut u = rng.random::<f64>() * (total - removed);
+        // Intervals of the running totals, as the binary search sees them.
+        let start = |i: usize| if i > 0 { self.cumulative[i - 1] } else { 0.0 };
+        let removed: f64 = excluded
+            .iter()
+            .map(|&i| self.cumulative[i] - start(i))
+            .sum();
+        let remaining = total - removed;
+        if remaining > REMAINING_SHARE * total {
+            let mut u = rng.random::<f64>() * remaining;
             for &i in excluded {
-                if u >= self.cumulative[i] - self.weight(i) {
-                    u += self.weight(i);
+                if u >= start(i) {
+                    u += self.cumulative[i] - start(i);
                 }
             }
             // The first index whose running total exceeds u has positive weight.
@@ -578,11 +593,17 @@ impl CumulativeDistribution {
                 .cumulative
                 .partition_point(|&c| c <= u)
                 .min(self.cumulative.len() - 1);
-            // Rounding can land on an excluded boundary: draw again.
-            if !excluded.contains(&index) && self.weight(index) > 0.0 {
+            if excluded.binary_search(&index).is_err() && self.weights[index] > 0.0 {
                 return index;
             }
         }
+        let kept = |i: usize, w: f64| match excluded.binary_search(&i) {
+            Ok(_) => 0.0,
+            Err(_) => w,
+        };
+        let weights = self.weights.iter().enumerate().map(|(i, &w)| kept(i, w));
+        let remaining: f64 = weights.clone().sum();
+        sample_index_of_total(weights, remaining, rng)
     }
 }
 

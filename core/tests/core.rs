@@ -350,3 +350,27 @@ fn sampling_matches_exact_law() {
         }
     }
 }
+
+/// Without replacement, a token whose mass is below the rounding of the
+/// running total is still drawn once the others are excluded: the draw
+/// ends, and gives the only token left. (A mass of 2.3e-18 beside 1 made
+/// the excluded total equal the whole, and the draw looped for ever.)
+#[test]
+fn drafts_without_replacement_reach_tokens_below_the_rounding_of_the_total() {
+    let laws = [
+        vec![2.3e-18, 1.0 - 2.3e-18],
+        vec![1.0 - 2e-18, 1e-18, 1e-18],
+        vec![1e-300, 0.5, 1e-300, 0.5],
+    ];
+    for probs in laws {
+        let q = Distribution::from_probs(probs.clone()).unwrap();
+        let n = probs.len();
+        let scheme = DraftScheme::without_replacement(q, n).unwrap();
+        let sampler = DraftSampler::new(&scheme);
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        for _ in 0..1000 {
+            let tuple = sampler.sample(&mut rng);
+            assert_eq!(mdsd_core::token_set(&tuple), (0..n).collect::<Vec<_>>());
+        }
+    }
+}

@@ -8,13 +8,14 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use indicatif::ProgressBar;
 use rayon::prelude::*;
 
-use crate::core::Side;
+use std::ops::Range;
+
+use crate::core::{Progress, Side};
 use crate::error::{Error, SolveError};
 use crate::input::{Input, InputReport};
-use crate::logits::{Backend, Layout, LogitsError, Matrix, Pairs, builtin_sample};
+use crate::logits::{Backend, Layout, LogitsError, Matrix, Pairs, RowSelection, builtin_sample};
 use crate::verify::VerifierKind;
 use crate::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind};
 
@@ -44,6 +45,12 @@ impl EvalRequest {
         let usage = |m: String| Error::Usage(m);
         if self.ns.is_empty() || self.ns.contains(&0) {
             return Err(usage("--n takes numbers of drafts of at least 1".into()));
+        }
+        if self.schemes.is_empty() && self.verifiers.is_empty() {
+            return Err(usage(
+                "nothing to evaluate: name a draft scheme (--schemes) or a verifier (--verifiers)"
+                    .into(),
+            ));
         }
         if self.samples == 0 {
             return Err(Error::Setting {
@@ -122,15 +129,17 @@ impl Evaluation {
 }
 
 /// Evaluates the rows `input` selects (the built-in sample where it names
-/// none): a window of about `WINDOW_BYTES` at a time where the file
-/// streams, else all at once. `progress` counts rows when streamed, draws
-/// otherwise (its length is set here). A file of top-k entries only is
-/// refused with `LogitsError::TopKOnly`.
+/// none), a window of about `WINDOW_BYTES` at a time: read from the file
+/// where it streams, cut from memory otherwise. `progress` counts rows
+/// when streamed, draws otherwise (the run starts it with its total), and
+/// is asked before each window, and each task of sampled draws, whether
+/// to stop. A file of top-k entries only is refused with
+/// `LogitsError::TopKOnly`.
 pub fn evaluate(
     input: &Input,
     request: &EvalRequest,
     backend: &dyn Backend,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<Evaluation, Error> {
     request.check(input)?;
     let failures = Failures::new(request.strict, input.first_row());
@@ -142,37 +151,25 @@ pub fn evaluate(
         };
         return evaluate_rows(&pairs, input, request, backend, progress, failures);
     };
-    let cols = reader.shape().last().copied().unwrap_or(1).max(1);
-    let window = (WINDOW_BYTES / (16 * cols)).max(rayon::current_num_threads());
+    let cols = reader.shape().last().copied().unwrap_or(1);
     // Progress in rows: the windows are alike, so the ETA holds.
-    progress.set_length(rows.len() as u64);
-    let quiet = ProgressBar::hidden();
-    let mut results: Option<(Vec<SchemeResult>, Vec<VerifierResult>)> = None;
-    for start in rows.clone().step_by(window) {
-        let end = rows.end.min(start + window);
-        let pairs = reader.read(start..end)?;
-        check_draft_laws(&pairs, input, request)?;
-        let window_failures = Failures {
-            first_row: start,
-            ..failures.empty_like()
-        };
-        let done = evaluate_window(
-            &pairs,
+    progress.start(rows.len() as u64);
+    let read = |window: Range<usize>| -> Result<Pairs, Error> {
+        Ok(reader.read(rows.start + window.start..rows.start + window.end)?)
+    };
+    let (schemes, verifiers) = evaluate_windows(
+        rows.len(),
+        cols,
+        &read,
+        Windowed {
             input,
             request,
             backend,
-            &window_failures,
-            &quiet,
-            start - rows.start,
-        )?;
-        failures.absorb(window_failures);
-        results = Some(match results {
-            None => done,
-            Some(before) => joined(before, done)?,
-        });
-        progress.inc((end - start) as u64);
-    }
-    let (schemes, verifiers) = results.expect("at least one row is selected");
+            failures: &failures,
+        },
+        &StopOnly(progress),
+        &|rows| progress.advance(rows),
+    )?;
     Ok(Evaluation {
         input: input.streamed_report(&reader, &rows),
         described: format!("{} ({} rows, V = {})", reader.source(), rows.len(), cols),
@@ -183,15 +180,15 @@ pub fn evaluate(
 }
 
 /// Evaluates rows in memory (`input` gives their transforms and draft
-/// laws, and numbers them from its first row). `progress` counts draws: a
-/// sampled verifier's row and n counts the request's samples, each exact
-/// one as much, done at once.
+/// laws, and numbers them from its first row), a window at a time.
+/// `progress` counts draws: a sampled verifier's row and n counts the
+/// request's samples, each exact one as much, done at once.
 pub fn evaluate_pairs(
     pairs: &Pairs,
     input: &Input,
     request: &EvalRequest,
     backend: &dyn Backend,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<Evaluation, Error> {
     request.check(input)?;
     let failures = Failures::new(request.strict, input.first_row());
@@ -203,16 +200,32 @@ fn evaluate_rows(
     input: &Input,
     request: &EvalRequest,
     backend: &dyn Backend,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
     failures: Failures,
 ) -> Result<Evaluation, Error> {
-    check_draft_laws(pairs, input, request)?;
     let units = (request.schemes.len() as u64).saturating_add(
         (request.verifiers.len() as u64).saturating_mul((request.ns.len() * pairs.rows()) as u64),
     );
-    progress.set_length(units.saturating_mul(request.samples));
-    let (schemes, verifiers) =
-        evaluate_window(pairs, input, request, backend, &failures, progress, 0)?;
+    progress.start(units.saturating_mul(request.samples));
+    let cut = |window: Range<usize>| -> Result<Pairs, Error> {
+        Ok(pairs.select(RowSelection {
+            first: window.start,
+            count: Some(window.len()),
+        })?)
+    };
+    let (schemes, verifiers) = evaluate_windows(
+        pairs.rows(),
+        pairs.target.cols(),
+        &cut,
+        Windowed {
+            input,
+            request,
+            backend,
+            failures: &failures,
+        },
+        progress,
+        &|_| {},
+    )?;
     Ok(Evaluation {
         input: input.report(pairs),
         described: describe(pairs),
@@ -220,6 +233,93 @@ fn evaluate_rows(
         verifiers,
         failures: failures.into_first_per_row(),
     })
+}
+
+/// A run's stop requests without its counts: the windows of a streamed
+/// file count rows, not the draws within them.
+struct StopOnly<'a>(&'a dyn Progress);
+
+impl Progress for StopOnly<'_> {
+    fn stop_requested(&self) -> bool {
+        self.0.stop_requested()
+    }
+
+    fn may_stop(&self) -> bool {
+        self.0.may_stop()
+    }
+}
+
+/// What every window of an evaluation shares.
+#[derive(Clone, Copy)]
+struct Windowed<'a> {
+    input: &'a Input,
+    request: &'a EvalRequest,
+    backend: &'a dyn Backend,
+    failures: &'a Failures,
+}
+
+/// The results of `rows` rows of `cols` entries, a window of about
+/// `WINDOW_BYTES` and `WINDOW_WORK` at a time (`window(range)` gives its pairs),
+/// joined in row order. `progress` is asked before each window whether to
+/// stop, and passed down to each; `window_done(rows)` follows each.
+fn evaluate_windows(
+    rows: usize,
+    cols: usize,
+    window: &dyn Fn(Range<usize>) -> Result<Pairs, Error>,
+    shared: Windowed,
+    progress: &dyn Progress,
+    window_done: &dyn Fn(u64),
+) -> Result<(Vec<SchemeResult>, Vec<VerifierResult>), Error> {
+    if rows == 0 {
+        return Err(Error::Usage("no rows to evaluate".into()));
+    }
+    let Windowed {
+        input,
+        request,
+        backend,
+        failures,
+    } = shared;
+    // Bounded in memory, and in work where the caller may stop the run
+    // (a stop waits for one window), with a row for every thread of the
+    // pool however large a row.
+    let cols = cols.max(1);
+    let stages = (request.schemes.len() + request.verifiers.len()) * request.ns.len();
+    let work = match progress.may_stop() {
+        true => WINDOW_WORK / (cols * stages.max(1)),
+        false => usize::MAX,
+    };
+    let size = (WINDOW_BYTES / (16 * cols))
+        .min(work)
+        .max(rayon::current_num_threads());
+    let mut results: Option<(Vec<SchemeResult>, Vec<VerifierResult>)> = None;
+    for start in (0..rows).step_by(size) {
+        progress
+            .check_stop()
+            .map_err(crate::verify::VerifyError::from)?;
+        let end = rows.min(start + size);
+        let pairs = window(start..end)?;
+        check_draft_laws(&pairs, input, request)?;
+        let window_failures = Failures {
+            first_row: failures.first_row + start,
+            ..failures.empty_like()
+        };
+        let done = evaluate_window(
+            &pairs,
+            input,
+            request,
+            backend,
+            &window_failures,
+            progress,
+            start,
+        )?;
+        failures.absorb(window_failures);
+        results = Some(match results {
+            None => done,
+            Some(before) => joined(before, done)?,
+        });
+        window_done((end - start) as u64);
+    }
+    Ok(results.expect("rows is at least 1"))
 }
 
 /// A row that could not be evaluated at some stage, and why.
@@ -409,6 +509,13 @@ impl VerifierResult {
 /// memory.
 const WINDOW_BYTES: usize = 32 << 20;
 
+/// How much work a window of a run that may be stopped holds at most, in
+/// entries of a row times the stages (scheme or verifier, and n) each goes
+/// through: at the tens of nanoseconds the closed forms and convex solves
+/// cost per entry and stage, a window ends well within a second on two
+/// threads, and a stop is heard within one.
+const WINDOW_WORK: usize = 1 << 22;
+
 /// Several draft laws serve independent drafts only: the other schemes
 /// draw from the first draft row at the draft's own transform.
 fn check_draft_laws(pairs: &Pairs, input: &Input, request: &EvalRequest) -> Result<(), Error> {
@@ -435,7 +542,7 @@ fn evaluate_window(
     request: &EvalRequest,
     backend: &dyn Backend,
     failures: &Failures,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
     offset: usize,
 ) -> Result<(Vec<SchemeResult>, Vec<VerifierResult>), Error> {
     let verifiers = &request.verifiers;
@@ -519,7 +626,7 @@ fn evaluate_window(
                     alpha_by_rows(scheme, data, &request.ns, &convex, failures.first_row),
                 )?,
             };
-            progress.inc(request.samples);
+            progress.advance(request.samples);
             Ok(SchemeResult { scheme, alpha })
         })
         .collect::<Result<Vec<_>, Error>>()?;
@@ -670,7 +777,7 @@ fn rate_verifier(
     data: Rows,
     request: &EvalRequest,
     convex: &ConvexSolver,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
     failures: &Failures,
 ) -> Result<VerifierResult, Error> {
     type Rated = (f64, Option<(f64, f64)>);
@@ -688,7 +795,7 @@ fn rate_verifier(
                         convex,
                         request.samples,
                         request.seed.wrapping_add((data.offset + r) as u64),
-                        &|done| progress.inc(done),
+                        progress,
                     )?;
                     let acceptance = (rating.acceptance, rating.interval);
                     Ok(acceptance)

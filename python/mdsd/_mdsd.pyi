@@ -8,8 +8,8 @@ import numpy.typing as npt
 
 __all__ = [
     "CallbackModel", "DataFile", "MarkovLaws", "MdsdError", "Verifier", "alpha_star",
-    "block_efficiency", "certificate", "evaluate", "evaluate_file", "goodness_of_fit",
-    "sample_drafts", "solve", "verifier_settings", "wilson_interval",
+    "block_efficiency", "certificate", "detectable_tv", "evaluate", "evaluate_file",
+    "goodness_of_fit", "sample_drafts", "solve", "verifier_settings", "wilson_interval",
 ]
 
 _Settings = Dict[str, Any]
@@ -30,9 +30,10 @@ def evaluate_file(
     verifiers: Sequence[str], samples: int, seed: int, first_row: int, rows: Optional[int],
 ) -> Dict[str, Any]: ...
 def sample_drafts(
-    p: _Rows, qs: Sequence[_Rows], settings: _Settings, count: int, seed: int
+    p: _Rows, qs: Sequence[_Rows], settings: _Settings, count: int, seed: int, first: int
 ) -> npt.NDArray[np.int64]: ...
-def goodness_of_fit(outputs: npt.NDArray[np.int64], p: _Rows, level: float) -> Dict[str, Any]: ...
+def goodness_of_fit(counts: npt.NDArray[np.int64], p: _Rows, level: float) -> Dict[str, Any]: ...
+def detectable_tv(p: _Rows, draws: int, level: float) -> float: ...
 def wilson_interval(successes: int, trials: int) -> Tuple[float, float]: ...
 def verifier_settings(name: str) -> List[str]: ...
 def block_efficiency(

@@ -43,11 +43,16 @@ def checked_keywords(caller: str, given: Mapping[str, Any], allowed: tuple) -> N
             raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}")
 
 
-def whole(value: Any, name: str, least: int = 0) -> int:
-    """``value`` as an int if it is a whole number of at least ``least``
-    (a Python or numpy integer, or a float that is one): a count is never
-    truncated (``n=1.5`` is refused, not run as 1), and a wrong type is a
-    ``TypeError`` naming the argument."""
+#: The largest count, seed or id the native module takes (an unsigned
+#: 64-bit integer).
+MOST = 2**64 - 1
+
+
+def whole(value: Any, name: str, least: int = 0, most: int = MOST) -> int:
+    """``value`` as an int if it is a whole number from ``least`` to
+    ``most`` (a Python or numpy integer, or a float that is one): a count
+    is never truncated (``n=1.5`` is refused, not run as 1), and a wrong
+    type is a ``TypeError`` naming the argument."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(
             value, (int, np.integer, float, np.floating)):
         raise TypeError(f"{name}={value!r}: expected a whole number, got {type(value).__name__}")
@@ -56,7 +61,50 @@ def whole(value: Any, name: str, least: int = 0) -> int:
     number = int(value)
     if number < least:
         raise MdsdError(f"{name}={number}: expected at least {least}")
+    if number > most:
+        raise MdsdError(f"{name}={number}: expected at most {most}")
     return number
+
+
+def real(value: Any, name: str) -> Optional[float]:
+    """``value`` as a float if it is a real number (None stays None): a
+    wrong type is a ``TypeError`` naming the argument."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name}={value!r}: expected a real number, got {type(value).__name__}")
+    return float(value)
+
+
+def flag(value: Any, name: str) -> bool:
+    """``value`` if it is a boolean: ``logits="no"`` is not true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}={value!r}: expected True or False, got {type(value).__name__}")
+    return bool(value)
+
+
+def text(value: Any, name: str) -> str:
+    """``value`` if it is a string (a name: a scheme, a method)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name}={value!r}: expected a name, got {type(value).__name__}")
+    return value
+
+
+def names(value: Any, name: str) -> list:
+    """One name or a list of them (schemes, verifiers, methods)."""
+    if isinstance(value, str):
+        return [value]
+    if not hasattr(value, "__iter__"):
+        raise TypeError(f"{name}={value!r}: expected a name or a list of names")
+    return [text(v, name) for v in value]
+
+
+def token_ids(ids: Any, name: str) -> list:
+    """A list of token ids (whole numbers, at least 0)."""
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"{name}={ids!r}: expected a list of token ids")
+    return [whole(t, f"{name}[{i}]") for i, t in enumerate(ids)]
 
 
 def stored(*arrays: Any) -> str:
@@ -84,6 +132,12 @@ def rows(x: Any, name: str) -> np.ndarray:
         array = np.asarray(x)
     except (TypeError, RuntimeError):
         array = np.from_dlpack(x)
+    except ValueError as e:
+        raise MdsdError(f"{name} is not a rectangular array of numbers: {e}") from None
+    if array.dtype.kind not in "fiu":
+        # Complex values would lose their imaginary part, booleans and
+        # objects are not numbers of a law.
+        raise TypeError(f"{name}: expected real numbers, got an array of {array.dtype}")
     if array.dtype == np.float16:
         array = array.astype(np.float32)
     elif array.dtype not in (np.float32, np.float64):
@@ -94,6 +148,9 @@ def rows(x: Any, name: str) -> np.ndarray:
 def drafts(q: Any, scheme: str) -> list:
     """One draft model's rows, or with independent drafts a list of them."""
     if scheme == "independent":
+        if not isinstance(q, (list, tuple)):
+            raise TypeError(f"independent drafts take q as a list of laws, one per draft; got "
+                            f"{type(q).__name__}")
         return [rows(x, f"q[{i}]") for i, x in enumerate(q)]
     return [rows(q, "q")]
 
@@ -102,6 +159,14 @@ def settings(p: Any, q: Any, n: int, scheme: str, transforms: Mapping[str, Any])
     """What every native call takes besides the rows: n, the scheme, the
     type the rows were stored in and the transforms (unset ones None)."""
     laws = q if scheme == "independent" else [q]
-    return {"n": n, "scheme": scheme, "stored": stored(p, *laws),
-            "logits": bool(transforms.get("logits", False)),
-            **{key: transforms.get(key) for key in FILE_TRANSFORMS}}
+    return {"n": whole(n, "n", least=1), "scheme": text(scheme, "scheme"),
+            "stored": stored(p, *laws), "logits": flag(transforms.get("logits", False), "logits"),
+            **{key: transform(key, transforms.get(key)) for key in FILE_TRANSFORMS}}
+
+
+def transform(key: str, value: Any) -> Any:
+    """A transform's value checked for its type: top-k a whole number,
+    the others real numbers; None where unset."""
+    if value is None:
+        return None
+    return whole(value, key) if key.endswith("top_k") else real(value, key)

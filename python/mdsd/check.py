@@ -14,6 +14,11 @@ from .optimum import alpha_star
 from .results import VerifierReport
 
 
+#: Draft tuples drawn at a time for a verifier called on one tuple at a
+#: time (a batched one gets ``batch_size``).
+UNBATCHED_DRAFTS = 4096
+
+
 def _tuples(q, n, scheme):
     """Every ordered draft tuple with its probability: i.i.d., without
     replacement, or one draft from each law of ``q`` (independent)."""
@@ -103,20 +108,45 @@ def check_verifier(verifier, p=None, q=None, n=2, scheme="iid", *, samples=None,
     >>> report.lossless, report.control_detected
     (True, True)
     """
+    if not callable(verifier):
+        raise TypeError(f"verifier={verifier!r}: expected a function")
+    n = _rows.whole(n, "n", least=1)
+    seed = _rows.whole(seed, "seed")
+    scheme = _rows.text(scheme, "scheme")
+    if samples is None and scheme not in ENUMERATED_SCHEMES:
+        raise MdsdError(f"scheme={scheme!r}: exact mode enumerates the tuples of "
+                        f"{', '.join(ENUMERATED_SCHEMES)} drafts (samples=N draws any scheme)")
+    if (p is None) != (q is None):
+        raise MdsdError("give both p and q, or neither for random ones")
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, (int, float, np.floating)):
+        raise TypeError(f"level={level!r}: expected a probability, got {type(level).__name__}")
+    if not 0 < level < 1:
+        raise MdsdError(f"level={level!r}: expected a probability in (0, 1)")
+    if p is not None and scheme == "independent" and (
+            not isinstance(q, (list, tuple)) or len(q) != n):
+        raise MdsdError(f"independent drafts take q as a list of n = {n} laws, one per draft")
     if samples is not None:
         return _check_sampled(verifier, p, q, n, scheme, samples, seed, batched, batch_size,
-                              level, control)
-    return _check_exact(verifier, p, q, n, scheme, seed, instances)
+                              float(level), control)
+    return _check_exact(verifier, p, q, n, scheme, seed, _rows.whole(instances, "instances", 1))
+
+
+#: The draft schemes whose tuples exact mode enumerates.
+ENUMERATED_SCHEMES = ("iid", "wor", "independent")
+
+#: The draft tuples exact mode enumerates at most.
+ENUMERATED_TUPLES = 1_000_000
 
 
 def _check_exact(verifier, p, q, n, scheme, seed, instances):
-    if p is not None or q is not None:
-        laws = [_rows.rows(x, "q").astype(np.float64) for x in _rows.drafts(q, scheme)]
-        target = _rows.rows(p, "p").astype(np.float64)
-        cases = [(target, laws if scheme == "independent" else laws[0])]
-        if cases[0][0].ndim != 1 or len(cases[0][0]) ** n > 1_000_000:
-            raise MdsdError("check_verifier enumerates V^n draft tuples: give 1-D p and q with "
-                            "V^n at most 10^6")
+    if p is not None:
+        target = _law(p, "p")
+        laws = ([_law(x, f"q[{i}]") for i, x in enumerate(q)] if scheme == "independent"
+                else _law(q, "q"))
+        if len(target) ** n > ENUMERATED_TUPLES:
+            raise MdsdError(f"check_verifier enumerates V^n = {len(target)}^{n} draft tuples, "
+                            f"above {ENUMERATED_TUPLES}: a smaller V or n, or samples=N")
+        cases = [(target, laws)]
     else:
         cases = list(_random_instances(instances, n, scheme, seed))
     errors, law_errors, acceptances, alphas = [], [], [], []
@@ -161,26 +191,43 @@ def _check_sampled(verifier, p, q, n, scheme, samples, seed, batched, batch_size
         rng = np.random.default_rng(seed)
         p, q = rng.dirichlet(np.full(1000, 0.3)), rng.dirichlet(np.full(1000, 0.3))
     samples = _rows.whole(samples, "samples", least=1)
+    batch_size = _rows.whole(batch_size, "batch_size", least=1)
     p = _law(p, "p")
     if scheme == "independent":
         q = [_law(x, f"q[{i}]") for i, x in enumerate(q)]
     else:
         q = _law(q, "q")
-    drafted = _mdsd.sample_drafts(p, _rows.drafts(q, scheme),
-                                  _rows.settings(p, q, n, scheme, {}), int(samples), seed)
-    outputs = _outputs(verifier, p, q, drafted, batched, batch_size, seed)
-    fit = _mdsd.goodness_of_fit(outputs, p, level)
-    accepted = int((drafted == outputs[:, None]).any(axis=1).sum())
+    laws, settings = _rows.drafts(q, scheme), _rows.settings(p, q, n, scheme, {})
+    # The control's target is moved by what the test detects at this
+    # sample size, known before any draw, so both run on each batch.
+    detectable = _mdsd.detectable_tv(p, samples, level)
+    if control:
+        moved, control_tv = _moved(p, 1.5 * detectable)
+    counts = np.zeros(len(p), dtype=np.int64)
+    control_counts = np.zeros(len(p), dtype=np.int64)
+    accepted = 0
+    rng, control_rng = np.random.default_rng(seed), np.random.default_rng(seed + 1)
+    # Batches bound the memory and let Ctrl-C through between them; tuple i
+    # is drawn from stream i whatever the batch, so the batches change
+    # nothing drawn.
+    step = batch_size if batched else UNBATCHED_DRAFTS
+    for first in range(0, samples, step):
+        drafted = _mdsd.sample_drafts(p, laws, settings, min(step, samples - first), seed, first)
+        outputs = _outputs(verifier, p, q, drafted, batched, rng)
+        counts += np.bincount(outputs, minlength=len(p))
+        accepted += int((drafted == outputs[:, None]).any(axis=1).sum())
+        if control:
+            control_outputs = _outputs(verifier, moved, q, drafted, batched, control_rng)
+            control_counts += np.bincount(control_outputs, minlength=len(p))
+    fit = _mdsd.goodness_of_fit(counts, p, level)
     fields = {
-        "mode": "sampling", "instances": 1, "samples": int(samples), "level": level,
+        "mode": "sampling", "instances": 1, "samples": samples, "level": level,
         "lossless": fit["p_value"] >= level, "acceptance": accepted / samples,
-        "acceptance_interval": _mdsd.wilson_interval(accepted, int(samples)),
+        "acceptance_interval": _mdsd.wilson_interval(accepted, samples),
         "alpha_star": alpha_star(p, q, n, scheme), **fit,
     }
     if control:
-        moved, control_tv = _moved(p, 1.5 * fit["detectable_tv"])
-        control_outputs = _outputs(verifier, moved, q, drafted, batched, batch_size, seed + 1)
-        control_p_value = _mdsd.goodness_of_fit(control_outputs, p, level)["p_value"]
+        control_p_value = _mdsd.goodness_of_fit(control_counts, p, level)["p_value"]
         detected = control_p_value < level
         fields.update(control_tv=control_tv, control_p_value=control_p_value,
                       control_detected=detected)
@@ -197,28 +244,31 @@ def _check_sampled(verifier, p, q, n, scheme, samples, seed, batched, batch_size
 def _law(x, name):
     """A 1-D float64 law, renormalised."""
     row = _rows.rows(x, name).astype(np.float64)
-    if row.ndim != 1:
-        raise MdsdError(f"{name} has shape {row.shape}: sampling mode checks one 1-D row")
+    if row.ndim != 1 or len(row) == 0:
+        raise MdsdError(f"{name} has shape {row.shape}: check_verifier checks one 1-D law")
+    if not np.isfinite(row).all() or (row < 0).any() or not row.sum() > 0:
+        raise MdsdError(f"{name} is not a law: its entries must be finite and non-negative, "
+                        f"with a positive sum")
     return row / row.sum()
 
 
-def _outputs(verifier, p, q, drafts, batched, batch_size, seed):
-    """The verifier's output token for every draft tuple, as int64."""
-    rng = np.random.default_rng(seed)
+def _outputs(verifier, p, q, drafts, batched, rng):
+    """The verifier's output token for every draft tuple, as int64 token
+    ids of p's vocabulary."""
     if batched:
-        parts = []
-        for start in range(0, len(drafts), batch_size):
-            chunk = drafts[start:start + batch_size]
-            out = np.asarray(verifier(p, q, chunk, rng))
-            if out.shape != (len(chunk),):
-                raise MdsdError(f"the batched verifier returned shape {out.shape} for drafts of "
-                                f"shape {chunk.shape}; expected ({len(chunk)},)")
-            parts.append(out)
-        outputs = np.concatenate(parts)
+        outputs = np.asarray(verifier(p, q, drafts, rng))
+        if outputs.shape != (len(drafts),):
+            raise MdsdError(f"the batched verifier returned shape {outputs.shape} for drafts of "
+                            f"shape {drafts.shape}; expected ({len(drafts)},)")
     else:
         outputs = np.asarray([verifier(p, q, tuple(row), rng) for row in drafts.tolist()])
     if outputs.dtype.kind not in "iu":
         raise MdsdError(f"the verifier returned {outputs.dtype} outputs; expected token ids")
+    outside = (outputs < 0) | (outputs >= len(p))
+    if outside.any():
+        i = int(np.argmax(outside))
+        raise MdsdError(f"the verifier returned token {outputs[i]} for drafts "
+                        f"{tuple(drafts[i].tolist())}, outside the vocabulary [0, {len(p)})")
     return outputs.astype(np.int64)
 
 

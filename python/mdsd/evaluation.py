@@ -10,7 +10,8 @@ import numpy as np
 
 from . import _mdsd
 from ._mdsd import MdsdError
-from ._rows import FILE_TRANSFORMS, TRANSFORMS, checked_keywords, drafts, rows, settings, whole
+from ._rows import (FILE_TRANSFORMS, TRANSFORMS, checked_keywords, drafts, names, rows, settings,
+                    whole)
 from .results import Evaluation
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ EVAL_VERIFIERS = ("specinfer", "optimal-convex")
 
 def _ns(n: Any) -> list:
     """The numbers of drafts: whole numbers of at least 1, one or a list."""
+    if not (np.isscalar(n) or hasattr(n, "__iter__")):
+        raise TypeError(f"n={n!r}: expected a number of drafts or a list of them")
     values = [n] if np.isscalar(n) else list(n)
     if not values:
         raise MdsdError("n=[]: expected at least one number of drafts")
@@ -56,10 +59,11 @@ def evaluate(p: Any, q: Any, n: Sequence[int] = (1, 2, 4, 8),
     """
     checked_keywords("evaluate", transforms, TRANSFORMS)
     ns = _ns(n)
+    schemes, verifiers = names(schemes, "schemes"), names(verifiers, "verifiers")
     independent = "independent" in schemes or any(v.endswith("@independent") for v in verifiers)
     laws = drafts(q, "independent" if independent else "iid")
     fields = _mdsd.evaluate(rows(p, "p"), laws, settings(p, laws[0], 1, "iid", transforms), ns,
-                            list(schemes), list(verifiers), whole(samples, "samples", 1),
+                            schemes, verifiers, whole(samples, "samples", 1),
                             whole(seed, "seed"))
     return Evaluation.of(ns, fields)
 
@@ -79,8 +83,10 @@ def evaluate_file(path: "os.PathLike[str] | str", n: Sequence[int] = (1, 2, 4, 8
     """
     checked_keywords("evaluate_file", transforms, FILE_TRANSFORMS)
     ns = _ns(n)
-    fields = _mdsd.evaluate_file(os.fspath(path), settings(None, None, 1, "iid", transforms),
-                                 ns, list(schemes), list(verifiers),
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"path={path!r}: expected a path, got {type(path).__name__}")
+    fields = _mdsd.evaluate_file(os.fsdecode(path), settings(None, None, 1, "iid", transforms),
+                                 ns, names(schemes, "schemes"), names(verifiers, "verifiers"),
                                  whole(samples, "samples", 1), whole(seed, "seed"),
                                  whole(first_row, "first_row"),
                                  None if rows is None else whole(rows, "rows", 1))

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _mdsd
 from ._mdsd import MdsdError
-from ._rows import whole
+from ._rows import text, token_ids, whole
 from .optimum import alpha_star
 from .results import BlockEfficiency
 from .verifier import Verifier
@@ -76,7 +76,8 @@ class CallbackModel:
     def laws(self, side, prefixes):
         """The laws of ``side`` ("target" or "draft") after each prefix,
         ``[len(prefixes), V]``."""
-        return self._native.laws(side, prefixes)
+        return self._native.laws(text(side, "side"),
+                                 [token_ids(p, f"prefixes[{i}]") for i, p in enumerate(prefixes)])
 
     def __repr__(self):
         return (f"CallbackModel(vocab_size={self.vocab_size}, target_calls={self.target_calls}, "
@@ -99,11 +100,16 @@ def block_efficiency(model, prompts, depth, paths, methods=BLOCK_METHODS, *, sam
     up to ``depth`` tokens after the one prompt is asked for (L + 1 calls
     per model, V^L prefixes: small V only) and every tuple of paths
     enumerated, which checks the output law of whole blocks."""
+    if not isinstance(model, CallbackModel):
+        raise TypeError(f"model: expected a CallbackModel, got {type(model).__name__}")
     if len(prompts) > 0 and all(isinstance(t, (int, np.integer)) for t in prompts):
         prompts = [prompts]
-    prompts = [[int(t) for t in prompt] for prompt in prompts]
+    prompts = [token_ids(prompt, f"prompts[{i}]") for i, prompt in enumerate(prompts)]
+    if isinstance(methods, str):
+        methods = [methods]
     result = _mdsd.block_efficiency(model._native, prompts, whole(depth, "depth", 1),
-                                    whole(paths, "paths", 1), list(methods),
+                                    whole(paths, "paths", 1),
+                                    [text(m, "methods") for m in methods],
                                     None if samples is None else whole(samples, "samples", 1),
                                     whole(seed, "seed"), whole(batch, "batch", 1))
     return BlockEfficiency.of(result, exact=samples is None)
@@ -141,8 +147,13 @@ def speculative_decode(model, prompt, max_new_tokens, *, n=2, verifier="specinfe
     the verifier's exact acceptance on that step's laws; NaN for a verifier
     rated only by sampling) and ``alpha_star`` (the mean over steps of
     alpha*)."""
-    rng = np.random.default_rng(seed)
-    context = [int(t) for t in prompt]
+    if not isinstance(model, CallbackModel):
+        raise TypeError(f"model: expected a CallbackModel, got {type(model).__name__}")
+    prompt = token_ids(prompt, "prompt")
+    max_new_tokens = whole(max_new_tokens, "max_new_tokens", 1)
+    n = whole(n, "n", 1)
+    rng = np.random.default_rng(whole(seed, "seed"))
+    context = list(prompt)
     new = []
     target_before, draft_before = model.target_calls, model.draft_calls
     accepted = steps = 0
@@ -163,7 +174,7 @@ def speculative_decode(model, prompt, max_new_tokens, *, n=2, verifier="specinfe
             accepted += 1
             bonus = after[token]
             new.append(int(rng.choice(len(bonus), p=bonus)))
-        context = [int(t) for t in prompt] + new
+        context = prompt + new
     target_calls = model.target_calls - target_before
     return {
         "tokens": new,

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _mdsd
 from ._mdsd import MdsdError
-from ._rows import TRANSFORMS, drafts, rows, settings
+from ._rows import TRANSFORMS, drafts, real, rows, settings, token_ids, whole
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -39,7 +39,9 @@ class Verifier:
     def __init__(self, name: str, p: Any, q: Any, n: int, scheme: str = "iid", *,
                  truncation: Optional[int] = None, tol: Optional[float] = None,
                  max_sets: Optional[int] = None, **transforms: Unpack[Transforms]) -> None:
-        given = {"truncation": truncation, "tol": tol, "max_sets": max_sets}
+        given = {"truncation": None if truncation is None else whole(truncation, "truncation"),
+                 "tol": real(tol, "tol"),
+                 "max_sets": None if max_sets is None else whole(max_sets, "max_sets")}
         reads = verifier_settings(name)
         for key, value in given.items():
             if value is not None and key not in reads:
@@ -64,20 +66,43 @@ class Verifier:
 
     def conditional(self, drafts: Sequence[int]) -> np.ndarray:
         """The output law over the vocabulary given the drafts."""
-        return self._native.conditional(drafts)
+        return self._native.conditional(token_ids(drafts, "drafts"))
 
     def sample(self, drafts: Sequence[int], seed: Optional[int] = None) -> int:
         """One output token given the drafts."""
-        return self._native.sample(drafts, seed)
+        return self._native.sample(token_ids(drafts, "drafts"), seed_of(seed))
 
     def sample_batch(self, drafts: np.ndarray, seed: Optional[int] = None) -> np.ndarray:
         """One output token per row of ``drafts`` (int64 ``[B, n]``)."""
-        return self._native.sample_batch(drafts, seed)
+        return self._native.sample_batch(_token_ids(drafts), seed_of(seed))
 
     def __repr__(self) -> str:
         acceptance = "None" if self.acceptance is None else f"{self.acceptance:.6f}"
         return (f"Verifier({self.name!r}, scheme={self._scheme!r}, n={self._n}, "
                 f"acceptance={acceptance})")
+
+
+def seed_of(seed: Any) -> Optional[int]:
+    """A seed (a whole number that fits 64 bits), or None for a fresh one."""
+    return None if seed is None else whole(seed, "seed")
+
+
+def _token_ids(drafts: Any) -> np.ndarray:
+    """Draft tuples ``[B, n]`` as int64 token ids, from an array of any
+    integer dtype; a broadcast view stays one (what it repeats is
+    converted, not every row)."""
+    array = np.asarray(drafts)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"drafts: expected integer token ids, got an array of {array.dtype}")
+    if array.ndim != 2:
+        raise MdsdError(f"drafts has shape {array.shape}: expected [B, n], one tuple per row")
+    if array.dtype == np.int64:
+        return array
+    if array.size and array.dtype.kind == "u" and int(array.max()) > np.iinfo(np.int64).max:
+        raise MdsdError(f"drafts: token {int(array.max())} is out of range of any vocabulary")
+    # The entries a broadcast view holds once, converted, then repeated.
+    held = array[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in array.strides)]
+    return np.broadcast_to(held.astype(np.int64), array.shape)
 
 
 def verifier_settings(name: str) -> list:

@@ -14,11 +14,14 @@ create_exception!(
     "What mdsd refused, with the one-line message the command line gives."
 );
 
+/// What a panic inside mdsd becomes.
+pub(crate) const PANICKED: &str = "internal error (a panic in mdsd): please report it";
+
 /// A refusal, or a panic inside mdsd, as `MdsdError`: a panic never
 /// crosses into Python.
 pub(crate) fn guarded<T>(work: impl FnOnce() -> Result<T, String>) -> PyResult<T> {
     catch_unwind(AssertUnwindSafe(work))
-        .map_err(|_| MdsdError::new_err("internal error (a panic in mdsd): please report it"))?
+        .map_err(|_| MdsdError::new_err(PANICKED))?
         .map_err(MdsdError::new_err)
 }
 

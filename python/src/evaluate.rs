@@ -2,7 +2,6 @@
 //! (`mdsd::evaluation`), on arrays or on the rows of a data file, and
 //! `DataFile`, a data file's rows a window at a time.
 
-use indicatif::ProgressBar;
 use mdsd::SchemeKind;
 use mdsd::evaluation::{EvalRequest, Evaluation, verifier_scheme};
 use mdsd::input::Input;
@@ -11,7 +10,8 @@ use numpy::{IntoPyArray, PyArrayDyn};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::{MdsdError, guarded, in_python};
+use crate::errors::{MdsdError, in_python};
+use crate::interrupt::interruptible;
 use crate::rows::{Settings, stored_pairs};
 
 /// The request of `evaluate`'s arguments: the library checks them.
@@ -61,17 +61,10 @@ pub(crate) fn evaluate<'py>(
     let request = eval_request(ns, &schemes, &verifiers, samples, seed)?;
     let (leading, pairs) = stored_pairs(p, &qs, &settings)?;
     let input = settings.input();
-    let evaluation = py.detach(|| {
-        guarded(|| {
-            mdsd::evaluation::evaluate_pairs(
-                &pairs,
-                &input,
-                &request,
-                &CpuBackend,
-                &ProgressBar::hidden(),
-            )
+    // Always watched: a row's sampled draws may take long.
+    let evaluation = interruptible(py, usize::MAX, |progress| {
+        mdsd::evaluation::evaluate_pairs(&pairs, &input, &request, &CpuBackend, progress)
             .map_err(in_python)
-        })
     })?;
     to_dict(py, &evaluation, &leading, &verifiers)
 }
@@ -107,11 +100,8 @@ pub(crate) fn evaluate_file<'py>(
         probabilities: false,
         ..settings.input()
     };
-    let evaluation = py.detach(|| {
-        guarded(|| {
-            mdsd::evaluation::evaluate(&input, &request, &CpuBackend, &ProgressBar::hidden())
-                .map_err(in_python)
-        })
+    let evaluation = interruptible(py, usize::MAX, |progress| {
+        mdsd::evaluation::evaluate(&input, &request, &CpuBackend, progress).map_err(in_python)
     })?;
     let leading = vec![evaluation.input.rows];
     to_dict(py, &evaluation, &leading, &verifiers)

@@ -9,6 +9,7 @@
 mod check;
 mod errors;
 mod evaluate;
+mod interrupt;
 mod live;
 mod rows;
 mod solvers;
@@ -27,6 +28,7 @@ fn _mdsd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(solvers::solve, m)?)?;
     m.add_function(wrap_pyfunction!(check::sample_drafts, m)?)?;
     m.add_function(wrap_pyfunction!(check::goodness_of_fit, m)?)?;
+    m.add_function(wrap_pyfunction!(check::detectable_tv, m)?)?;
     m.add_function(wrap_pyfunction!(check::wilson_interval, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate::evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate::evaluate_file, m)?)?;

@@ -3,7 +3,10 @@
 //! the command line's random Markov models as such functions, and
 //! `block_efficiency`, blocks of draft tokens verified on either.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::ThreadId;
 
 use mdsd::core::{ContextModel, Distribution, MarkovModel, Side, Transform};
 use mdsd::logits::Values;
@@ -12,10 +15,12 @@ use mdsd::verify::block::{
     BlockReport, CachedModel, LiveModel, LiveSettings, exact_live_blocks, sampled_live_blocks,
 };
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
+use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::{MdsdError, guarded};
+use crate::errors::{MdsdError, PANICKED, guarded};
+use crate::interrupt::OnThisThread;
 
 /// The two batched functions and what their rows hold.
 struct Callbacks {
@@ -23,6 +28,37 @@ struct Callbacks {
     draft: Py<PyAny>,
     vocab_size: usize,
     logits: bool,
+    /// Calls that reached each function, shared with the model's owner.
+    calls: Arc<Calls>,
+}
+
+/// Calls that reached the target and draft functions, and what the last
+/// failing one raised: readable while a run holds the model.
+#[derive(Default)]
+struct Calls {
+    target: AtomicU64,
+    draft: AtomicU64,
+    raised: Mutex<Option<PyErr>>,
+}
+
+impl Calls {
+    fn of(&self, side: Side) -> &AtomicU64 {
+        match side {
+            Side::Target => &self.target,
+            Side::Draft => &self.draft,
+        }
+    }
+
+    fn count(&self, side: Side) -> u64 {
+        self.of(side).load(Ordering::Relaxed)
+    }
+
+    fn take_raised(&self) -> Option<PyErr> {
+        self.raised
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
 }
 
 impl LiveModel for Callbacks {
@@ -32,7 +68,8 @@ impl LiveModel for Callbacks {
 
     /// Calls the side's function with the prefixes as a list of lists of
     /// ints; it returns `[len(prefixes), V]` float64 rows (the Python
-    /// wrapper converts tensors and other dtypes).
+    /// wrapper converts tensors and other dtypes). What it raises is kept
+    /// to be raised again (`KeyboardInterrupt` as itself).
     fn laws(
         &mut self,
         side: Side,
@@ -46,10 +83,18 @@ impl LiveModel for Callbacks {
             Side::Target => &self.target,
             Side::Draft => &self.draft,
         };
+        self.calls.of(side).fetch_add(1, Ordering::Relaxed);
         let rows: Vec<Vec<f64>> = Python::attach(|py| {
-            let answer = function
-                .call1(py, (prefixes.to_vec(),))
-                .map_err(|e| failed(e.to_string()))?;
+            let answer = function.call1(py, (prefixes.to_vec(),)).map_err(|e| {
+                // One line here; the whole exception is the cause.
+                let message = e.to_string().lines().next().unwrap_or_default().to_string();
+                *self
+                    .calls
+                    .raised
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(e);
+                failed(message)
+            })?;
             let array: PyReadonlyArray2<f64> = answer
                 .extract(py)
                 .map_err(|e| failed(format!("its answer is not a [batch, V] float array: {e}")))?;
@@ -82,12 +127,22 @@ impl LiveModel for Callbacks {
     }
 }
 
+/// What a function that calls back into its own model is told: the run
+/// that called it holds the model, so the call could only wait for itself.
+const REENTERED: &str = "a function of this CallbackModel called back into the model (laws or \
+                         block_efficiency) while the model was waiting for its answer: a model's \
+                         functions must not use the model itself";
+
 /// A target and draft model behind two batched functions, `fn(prefixes)
 /// -> [len(prefixes), V]`, with the laws of repeated prefixes kept (up to
-/// `cache_size` laws per model pair).
+/// `cache_size` laws per model pair). One run at a time holds the model;
+/// others wait with the GIL released, so the functions can run.
 #[pyclass(name = "CallbackModel", module = "mdsd._mdsd", frozen)]
 pub(crate) struct PyCallbackModel {
     model: Mutex<CachedModel<Callbacks>>,
+    /// The thread whose run holds `model`.
+    holder: Mutex<Option<ThreadId>>,
+    calls: Arc<Calls>,
     vocab_size: usize,
 }
 
@@ -104,14 +159,18 @@ impl PyCallbackModel {
         if vocab_size == 0 {
             return Err(MdsdError::new_err("vocab_size must be at least 1"));
         }
+        let calls = Arc::new(Calls::default());
         let callbacks = Callbacks {
             target,
             draft,
             vocab_size,
             logits,
+            calls: Arc::clone(&calls),
         };
         Ok(Self {
             model: Mutex::new(CachedModel::new(callbacks, cache_size)),
+            holder: Mutex::new(None),
+            calls,
             vocab_size,
         })
     }
@@ -124,13 +183,13 @@ impl PyCallbackModel {
     /// Calls that reached the target function (the cache answers the rest).
     #[getter]
     fn target_calls(&self) -> u64 {
-        self.lock().calls(Side::Target)
+        self.calls.count(Side::Target)
     }
 
     /// Calls that reached the draft function.
     #[getter]
     fn draft_calls(&self) -> u64 {
-        self.lock().calls(Side::Draft)
+        self.calls.count(Side::Draft)
     }
 
     /// The laws of `side` ("target" or "draft") after each prefix, through
@@ -151,13 +210,53 @@ impl PyCallbackModel {
                 )));
             }
         };
-        let laws = guarded(|| {
-            for prefix in &prefixes {
-                mdsd::core::check_tokens(prefix, self.vocab_size).map_err(|e| e.to_string())?;
-            }
-            self.lock().laws(side, &prefixes).map_err(|e| e.to_string())
+        for prefix in &prefixes {
+            guarded(|| {
+                mdsd::core::check_tokens(prefix, self.vocab_size).map_err(|e| e.to_string())
+            })?;
+        }
+        let laws = self.run(py, |model| {
+            model.laws(side, &prefixes).map_err(|e| e.to_string())
         })?;
         rows_array(py, laws.iter().map(|law| law.probs()), self.vocab_size)
+    }
+}
+
+impl PyCallbackModel {
+    /// `work` on the model once this thread holds it, the GIL released
+    /// while it waits (the functions take it back to run). A refusal is an
+    /// `MdsdError` whose cause is what a function raised, if one did; a
+    /// `KeyboardInterrupt` (any exception that is not an `Exception`) a
+    /// function raised is raised as itself.
+    fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        work: impl FnOnce(&mut CachedModel<Callbacks>) -> Result<T, String> + Send,
+    ) -> PyResult<T> {
+        let me = std::thread::current().id();
+        let held = || self.holder.lock().unwrap_or_else(PoisonError::into_inner);
+        if *held() == Some(me) {
+            return Err(MdsdError::new_err(REENTERED));
+        }
+        let (result, raised) = py.detach(|| {
+            // A poisoned lock means a panic mid-call; the cache itself
+            // only ever holds whole entries.
+            let mut model = self.model.lock().unwrap_or_else(PoisonError::into_inner);
+            *held() = Some(me);
+            let result = catch_unwind(AssertUnwindSafe(|| work(&mut model)));
+            *held() = None;
+            (result, self.calls.take_raised())
+        });
+        match (result, raised) {
+            (Err(_), _) => Err(MdsdError::new_err(PANICKED)),
+            (Ok(Ok(value)), _) => Ok(value),
+            (Ok(Err(_)), Some(raised)) if !raised.is_instance_of::<PyException>(py) => Err(raised),
+            (Ok(Err(message)), raised) => {
+                let error = MdsdError::new_err(message);
+                error.set_cause(py, raised);
+                Err(error)
+            }
+        }
     }
 }
 
@@ -172,14 +271,6 @@ fn rows_array<'py, 'a>(
     let array = numpy::ndarray::Array2::from_shape_vec((count, vocab_size), values)
         .map_err(|e| MdsdError::new_err(e.to_string()))?;
     Ok(array.into_pyarray(py))
-}
-
-impl PyCallbackModel {
-    fn lock(&self) -> std::sync::MutexGuard<'_, CachedModel<Callbacks>> {
-        // A poisoned lock means a callback panicked mid-call; the cache
-        // itself only ever holds whole entries.
-        self.model.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// The random Markov models of `mdsd block --markov SEED` as batched
@@ -279,46 +370,57 @@ pub(crate) fn block_efficiency<'py>(
     batch: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
     let names: Vec<&str> = methods.iter().map(String::as_str).collect();
-    let mut live = model.lock();
-    let (target_before, draft_before) = (live.calls(Side::Target), live.calls(Side::Draft));
+    if samples.is_none() && prompts.len() != 1 {
+        return Err(MdsdError::new_err(format!(
+            "exact mode enumerates the blocks after one prompt; got {}",
+            prompts.len()
+        )));
+    }
+    // Ctrl-C is asked for between rounds; the functions run on this
+    // thread, so one that is running raises it itself.
+    let signals = OnThisThread::new();
+    let counted = |side| model.calls.count(side);
+    let outcome = model.run(py, |live| {
+        let before = (counted(Side::Target), counted(Side::Draft));
+        let done = match samples {
+            Some(samples) => {
+                let settings = LiveSettings {
+                    depth,
+                    paths,
+                    samples,
+                    seed,
+                    batch,
+                };
+                sampled_live_blocks(live, &prompts, &names, settings, &signals)
+                    .map(|report| (report.methods, Some((report.blocks, report.rounds))))
+            }
+            None => {
+                let limit = mdsd::core::DEFAULT_ENUMERATION_LIMIT;
+                exact_live_blocks(live, &prompts[0], &names, depth, paths, limit)
+                    .map(|reports| (reports, None))
+            }
+        };
+        let calls = (
+            counted(Side::Target) - before.0,
+            counted(Side::Draft) - before.1,
+        );
+        done.map(|done| (done, calls)).map_err(|e| e.to_string())
+    });
+    if let Some(signal) = signals.take() {
+        return Err(signal);
+    }
+    let ((reports, rounds), (target_calls, draft_calls)) = outcome?;
     let result = PyDict::new(py);
-    let reports = match samples {
-        Some(samples) => {
-            let settings = LiveSettings {
-                depth,
-                paths,
-                samples,
-                seed,
-                batch,
-            };
-            let report = guarded(|| {
-                sampled_live_blocks(&mut *live, &prompts, &names, settings, &|_| {})
-                    .map_err(|e| e.to_string())
-            })?;
-            result.set_item("blocks", report.blocks)?;
-            result.set_item("rounds", report.rounds)?;
-            report.methods
-        }
-        None => {
-            let [prompt] = prompts.as_slice() else {
-                return Err(MdsdError::new_err(format!(
-                    "exact mode enumerates the blocks after one prompt; got {}",
-                    prompts.len()
-                )));
-            };
-            let limit = mdsd::core::DEFAULT_ENUMERATION_LIMIT;
-            guarded(|| {
-                exact_live_blocks(&mut *live, prompt, &names, depth, paths, limit)
-                    .map_err(|e| e.to_string())
-            })?
-        }
-    };
+    if let Some((blocks, rounds)) = rounds {
+        result.set_item("blocks", blocks)?;
+        result.set_item("rounds", rounds)?;
+    }
     let figures = PyDict::new(py);
     for report in &reports {
         figures.set_item(&report.name, method_dict(py, report)?)?;
     }
     result.set_item("methods", figures)?;
-    result.set_item("target_calls", live.calls(Side::Target) - target_before)?;
-    result.set_item("draft_calls", live.calls(Side::Draft) - draft_before)?;
+    result.set_item("target_calls", target_calls)?;
+    result.set_item("draft_calls", draft_calls)?;
     Ok(result)
 }

@@ -2,16 +2,16 @@
 //! the settings every entry point takes, and `per_row`, which runs a
 //! function on every row on rayon's pool with the GIL released.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
-use mdsd::core::ProbabilityRow;
+use mdsd::core::{ProbabilityRow, Progress};
 use mdsd::logits::{FloatType, Values};
 use mdsd::{Distribution, DraftScheme, Problem, SchemeKind, Transform};
+use numpy::ndarray::{ArrayViewD, Axis};
 use numpy::{PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use rayon::prelude::*;
 
 use crate::errors::MdsdError;
+use crate::interrupt::{check_fits, interruptible};
 
 /// Rows of one side, in the float type they came in (read in place).
 enum Rows<'py> {
@@ -40,53 +40,66 @@ impl<'py> Rows<'py> {
     }
 
     /// The entries, row after row in the array's logical (C) order:
-    /// borrowed where the array is C-contiguous (no copy), copied once in
-    /// that order otherwise. A Fortran-ordered or transposed array is
-    /// contiguous too, but its memory runs down the columns: read as it
-    /// lies it would give other rows.
+    /// borrowed where the array is C-contiguous, else read a row at a time
+    /// through the array's strides. A Fortran-ordered or transposed array
+    /// is contiguous too, but its memory runs down the columns: read as it
+    /// lies it would give other rows; a broadcast view holds far fewer
+    /// entries than its shape, so it is never copied whole.
     fn values(&self) -> Slice<'_> {
         match self {
-            Rows::F64(a) if a.is_c_contiguous() => a.as_slice().map_or_else(
-                |_| Slice::Owned64(a.as_array().iter().copied().collect()),
-                Slice::F64,
-            ),
-            Rows::F64(a) => Slice::Owned64(a.as_array().iter().copied().collect()),
-            Rows::F32(a) if a.is_c_contiguous() => a.as_slice().map_or_else(
-                |_| Slice::Owned32(a.as_array().iter().copied().collect()),
-                Slice::F32,
-            ),
-            Rows::F32(a) => Slice::Owned32(a.as_array().iter().copied().collect()),
+            Rows::F64(a) => match a.as_slice() {
+                Ok(values) if a.is_c_contiguous() => Slice::F64(values),
+                _ => Slice::View64(a.as_array()),
+            },
+            Rows::F32(a) => match a.as_slice() {
+                Ok(values) if a.is_c_contiguous() => Slice::F32(values),
+                _ => Slice::View32(a.as_array()),
+            },
         }
     }
 }
 
-/// Contiguous entries of either type, so that rows are widened to f64 one
-/// at a time as they are used.
+/// The entries of either type, contiguous or behind strides, so that rows
+/// are widened to f64 one at a time as they are used.
 enum Slice<'a> {
     F32(&'a [f32]),
     F64(&'a [f64]),
-    Owned32(Vec<f32>),
-    Owned64(Vec<f64>),
+    View32(ArrayViewD<'a, f32>),
+    View64(ArrayViewD<'a, f64>),
 }
 
 impl Slice<'_> {
     /// Row `r` of `cols` entries as f64: borrowed where the entries are
-    /// f64 already, else widened into `out` (a buffer a task reuses from
-    /// row to row).
+    /// contiguous f64 already, else gathered into `out` (a buffer a task
+    /// reuses from row to row).
     fn row<'s>(&'s self, r: usize, cols: usize, out: &'s mut Vec<f64>) -> &'s [f64] {
         let range = r * cols..(r + 1) * cols;
-        let widened = |x: &[f32], out: &'s mut Vec<f64>| -> &'s [f64] {
-            out.clear();
-            out.extend(x.iter().map(|&v| f64::from(v)));
-            out
-        };
+        out.clear();
         match self {
-            Slice::F32(x) => widened(&x[range], out),
-            Slice::Owned32(x) => widened(&x[range], out),
-            Slice::F64(x) => &x[range],
-            Slice::Owned64(x) => &x[range],
+            Slice::F64(x) => return &x[range],
+            Slice::F32(x) => out.extend(x[range].iter().map(|&v| f64::from(v))),
+            Slice::View64(a) => out.extend(lane(a, r)),
+            Slice::View32(a) => out.extend(lane(a, r).map(f64::from)),
         }
+        out
     }
+}
+
+/// Row `r` of an array `[..., V]` (its leading axes flattened in C order):
+/// the last axis at the leading index `r` unravels to.
+fn lane<'a, T: Copy>(a: &ArrayViewD<'a, T>, r: usize) -> impl Iterator<Item = T> + use<'a, T> {
+    let leading = &a.shape()[..a.ndim() - 1];
+    let mut index = vec![0; leading.len()];
+    let mut rest = r;
+    for (axis, &extent) in leading.iter().enumerate().rev() {
+        index[axis] = rest % extent;
+        rest /= extent;
+    }
+    let mut view = a.clone();
+    for &i in &index {
+        view = view.index_axis_move(Axis(0), i);
+    }
+    view.into_iter().copied()
 }
 
 /// What both functions take besides the rows.
@@ -202,7 +215,8 @@ fn sides<'py>(
 }
 
 /// Every row's result of `each` (given the row's index in the flattened
-/// leading shape), on rayon's pool with the GIL released;
+/// leading shape), on rayon's pool with the GIL released and Ctrl-C
+/// watched ([`interruptible`]);
 /// an error names its row (by its index in the leading shape), and a
 /// panic becomes an error rather than crossing into Python.
 pub(crate) fn per_row<T: Send>(
@@ -225,10 +239,12 @@ pub(crate) fn per_row<T: Send>(
             vec![Vec::with_capacity(cols); q_values.len()],
         )
     };
-    let work = || {
+    let entries = rows.saturating_mul(cols).saturating_mul(1 + q_values.len());
+    let work = |progress: &dyn Progress| {
         (0..rows)
             .into_par_iter()
             .map_init(buffers, |(p_buffer, q_buffers), r| {
+                progress.check_stop().map_err(|e| e.to_string())?;
                 let p_row = p_values.row(r, cols, p_buffer);
                 let q_rows: Vec<&[f64]> = (q_values.iter().zip(q_buffers.iter_mut()))
                     .map(|(q, buffer)| q.row(r, cols, buffer))
@@ -238,10 +254,8 @@ pub(crate) fn per_row<T: Send>(
             })
             .collect::<Result<Vec<T>, String>>()
     };
-    let results = py
-        .detach(|| catch_unwind(AssertUnwindSafe(work)))
-        .map_err(|_| MdsdError::new_err("internal error (a panic in mdsd): please report it"))?
-        .map_err(MdsdError::new_err)?;
+    check_fits::<T>(rows, "the rows of p")?;
+    let results = interruptible(py, entries, work)?;
     Ok((leading, cols, results))
 }
 
@@ -279,6 +293,14 @@ pub(crate) fn stored_pairs(
         return Err(MdsdError::new_err("p: a 0-d array; expected [..., V]"));
     };
     let rows: usize = leading.iter().product();
+    let entries = (rows as u128) * (cols as u128) * (1 + qs.len() as u128);
+    if entries > EVALUATED_ENTRIES {
+        return Err(MdsdError::new_err(format!(
+            "p and q hold {entries} entries, above the {EVALUATED_ENTRIES} evaluate holds in \
+             memory as float64: evaluate slices of the rows, or save them for evaluate_file, \
+             which reads a window at a time"
+        )));
+    }
     let float = settings.stored_type();
     let stored = |side: &Rows| -> PyResult<mdsd::logits::StoredRows> {
         let values: Vec<f64> = match side {
@@ -302,6 +324,10 @@ pub(crate) fn stored_pairs(
         .map_err(|e| MdsdError::new_err(in_python(e)))?;
     Ok((leading.to_vec(), pairs))
 }
+
+/// The entries (of every side) `evaluate` copies into memory as f64 at
+/// most: 8 GiB.
+const EVALUATED_ENTRIES: u128 = 1 << 30;
 
 /// The rows of an array of `shape` (its leading axes' product).
 fn rows_of(shape: &[usize]) -> usize {

@@ -10,6 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::errors::{MdsdError, guarded};
+use crate::interrupt::{check_fits, interruptible};
 use crate::rows::{Settings, one_problem, request};
 
 /// What a verifier may be prepared with, by the names `solve` uses (unset
@@ -122,9 +123,10 @@ impl PyVerifier {
         })
     }
 
-    /// One output token per row of `drafts` (`[B, n]` token ids), on
-    /// rayon's pool with the GIL released; row b draws from stream b of
-    /// the seed, so a seed gives the same tokens whatever the pool.
+    /// One output token per row of `drafts` (`[B, n]` token ids, read in
+    /// place: a broadcast view is not copied), on rayon's pool with the
+    /// GIL released and Ctrl-C watched; row b draws from stream b of the
+    /// seed, so a seed gives the same tokens whatever the pool.
     #[pyo3(signature = (drafts, seed=None))]
     fn sample_batch<'py>(
         &self,
@@ -132,28 +134,28 @@ impl PyVerifier {
         drafts: PyReadonlyArray2<'py, i64>,
         seed: Option<u64>,
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
-        let drafts = drafts.as_array().to_owned();
+        let drafts = drafts.as_array();
+        check_fits::<i64>(drafts.nrows(), "the rows of drafts")?;
         let seed = seed.unwrap_or_else(rand::random);
-        let tokens = py.detach(|| {
-            guarded(|| {
-                (drafts.rows().into_iter().collect::<Vec<_>>())
-                    .into_par_iter()
-                    .enumerate()
-                    .map(|(b, row)| {
-                        let ids = (row.iter())
-                            .map(|&t| {
-                                usize::try_from(t)
-                                    .map_err(|_| format!("row {b}: draft token {t} is negative"))
-                            })
-                            .collect::<Result<Vec<usize>, String>>()?;
-                        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                        rng.set_stream(b as u64);
-                        (self.verifier.sample(&ids, &mut rng))
-                            .map(|t| t as i64)
-                            .map_err(|e| format!("row {b}: {e}"))
-                    })
-                    .collect::<Result<Vec<i64>, String>>()
-            })
+        let tokens = interruptible(py, drafts.len(), |progress| {
+            (0..drafts.nrows())
+                .into_par_iter()
+                .map_init(Vec::new, |ids, b| {
+                    progress.check_stop().map_err(|e| e.to_string())?;
+                    ids.clear();
+                    for &t in drafts.row(b) {
+                        ids.push(
+                            usize::try_from(t)
+                                .map_err(|_| format!("row {b}: draft token {t} is negative"))?,
+                        );
+                    }
+                    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                    rng.set_stream(b as u64);
+                    (self.verifier.sample(ids, &mut rng))
+                        .map(|t| t as i64)
+                        .map_err(|e| format!("row {b}: {e}"))
+                })
+                .collect::<Result<Vec<i64>, String>>()
         })?;
         Ok(tokens.into_pyarray(py))
     }

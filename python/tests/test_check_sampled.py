@@ -159,7 +159,7 @@ def test_sampling_errors():
         mdsd.check_verifier(lambda p, q, d, rng: d, p, q, samples=10, batched=True)
     with pytest.raises(ValueError, match="token ids"):
         mdsd.check_verifier(lambda p, q, d, rng: 0.5, p, q, samples=10)
-    with pytest.raises(ValueError, match="output 0 is token 7"):
+    with pytest.raises(ValueError, match="token 7 for drafts"):
         mdsd.check_verifier(lambda p, q, d, rng: 7, p, q, samples=10)
     with pytest.raises(ValueError, match="both p and q"):
         mdsd.check_verifier(lambda p, q, d, rng: 0, p, samples=10)

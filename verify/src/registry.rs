@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use mdsd_convex::ConvexSolver;
-use mdsd_core::{Problem, SchemeKind, Solve};
+use mdsd_core::{Problem, Progress, SchemeKind, Solve};
 use mdsd_flow::FlowSolver;
 
 use crate::acceptance::{kseq_acceptance, naive_acceptance, nss_acceptance, specinfer_acceptance};
@@ -242,10 +242,10 @@ impl VerifierKind {
         convex: &ConvexSolver,
         draws: u64,
         seed: u64,
-        progress: &(dyn Fn(u64) + Sync),
+        progress: &dyn Progress,
     ) -> Result<Rating, VerifyError> {
         if let Some(acceptance) = self.exact_acceptance(problem, convex) {
-            progress(draws);
+            progress.advance(draws);
             return Ok(Rating {
                 acceptance: acceptance?,
                 interval: None,

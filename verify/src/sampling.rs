@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use mdsd_core::{CoreError, DraftSampler, Problem};
+use mdsd_core::{CoreError, DraftSampler, Problem, Progress};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -52,14 +52,15 @@ pub fn sampled(
     sampled_with_progress(problem, verifier, draws, seed, &|_| {})
 }
 
-/// [`sampled`], calling `progress(d)` (from any thread) as each parallel
-/// task of d draws completes, for a progress bar.
+/// [`sampled`], telling `progress` of each parallel task of draws as it
+/// completes (from any thread) and stopping with [`CoreError::Stopped`]
+/// when it asks before a task.
 pub fn sampled_with_progress(
     problem: &Problem,
     verifier: &dyn Verifier,
     draws: u64,
     seed: u64,
-    progress: &(dyn Fn(u64) + Sync),
+    progress: &dyn Progress,
 ) -> Result<SampledReport, VerifyError> {
     if draws == 0 {
         return Err(CoreError::setting("draws", 0, "at least 1").into());
@@ -70,6 +71,7 @@ pub fn sampled_with_progress(
     let (counts, accepted) = (0..chunks)
         .into_par_iter()
         .map(|chunk| {
+            progress.check_stop()?;
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             rng.set_stream(chunk);
             let mut counts: HashMap<usize, u64> = HashMap::new();
@@ -81,7 +83,7 @@ pub fn sampled_with_progress(
                 *counts.entry(y).or_default() += 1;
                 accepted += u64::from(drafts.contains(&y));
             }
-            progress(task);
+            progress.advance(task);
             Ok::<_, VerifyError>((counts, accepted))
         })
         .try_reduce(
@@ -189,11 +191,18 @@ pub fn detectable_tv(degrees_of_freedom: usize, draws: u64, level: f64, power: f
         return 1.0;
     };
     let critical = central.inverse_cdf(1.0 - level);
-    // A distance of 1 needs only chi2(p' || p) >= 4: bracket lambda within
-    // [0, 4 draws].
-    let (mut low, mut high) = (0.0, 4.0 * draws as f64);
-    if noncentral_chi_square_sf(k, high, critical) < power {
-        return 1.0;
+    // The noncentrality detected with this power depends on k only; a
+    // distance of 1 needs only chi2(p' || p) >= 4, so past 4 draws it is
+    // out of reach. Bracket it by doubling: the sum over the Poisson
+    // mixture costs the square root of lambda, so starting at 4 draws
+    // would cost that many terms for a value near k.
+    let most = 4.0 * draws as f64;
+    let (mut low, mut high) = (0.0, most.min(1.0));
+    while noncentral_chi_square_sf(k, high, critical) < power {
+        if high >= most {
+            return 1.0;
+        }
+        (low, high) = (high, (2.0 * high).min(most));
     }
     for _ in 0..60 {
         let middle = 0.5 * (low + high);
@@ -270,6 +279,21 @@ mod tests {
         assert!((tv(50, 400_000) / tv(50, 100_000) - 0.5).abs() < 1e-6);
         assert!(tv(5000, 100_000) > tv(50, 100_000));
         assert_eq!(tv(10, 1), 1.0);
+    }
+
+    /// The scaling holds out to draws no run reaches in one call, and the
+    /// bracket costs what the detected noncentrality costs, not what the
+    /// draws would (a bracket from 4 draws summed 10^7 Poisson terms per
+    /// step at 10^12 draws).
+    #[test]
+    fn detectable_tv_at_huge_draws_scales_as_one_over_root_draws() {
+        let tv = |draws| detectable_tv(999, draws, LEVEL, POWER);
+        let (small, huge) = (tv(1_000_000), tv(1_000_000_000_000));
+        assert!(
+            (huge * 1000.0 / small - 1.0).abs() < 1e-9,
+            "{huge} vs {small}"
+        );
+        assert!(tv(u64::MAX) > 0.0);
     }
 
     /// The simulated power of the test at the reported distance, against

@@ -18,7 +18,7 @@ use serde_json::json;
 
 use super::input::InputArgs;
 use super::report::ReportFolder;
-use super::{output, progress_bar};
+use super::{Shown, output, progress_bar};
 
 pub(super) mod plot;
 
@@ -144,7 +144,7 @@ pub fn run(args: &EvalArgs) -> Result<(), Error> {
     let input = args.input.input();
     let backend = backend(args.backend);
     let progress = progress_bar(0, args.json);
-    let evaluation = match evaluate(&input, &request, backend.as_ref(), &progress) {
+    let evaluation = match evaluate(&input, &request, backend.as_ref(), &Shown(&progress)) {
         Err(Error::Logits(e)) if matches!(*e, LogitsError::TopKOnly { .. }) => {
             return super::top_k::eval(&super::top_k::EvalRequest {
                 input: &input,

@@ -186,6 +186,20 @@ pub(crate) fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
     bar
 }
 
+/// A progress bar as the library's runs report to it (the command line
+/// stops on Ctrl-C as any process does, so it never asks a run to stop).
+pub(crate) struct Shown<'a>(pub(crate) &'a ProgressBar);
+
+impl mdsd::core::Progress for Shown<'_> {
+    fn start(&self, total: u64) {
+        self.0.set_length(total);
+    }
+
+    fn advance(&self, done: u64) {
+        self.0.inc(done);
+    }
+}
+
 /// A count the user gave that must be at least 1.
 fn at_least_one(flag: &'static str, value: u64) -> Result<(), Error> {
     if value == 0 {

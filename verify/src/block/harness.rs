@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use mdsd_core::{
-    ContextModel, CoreError, CumulativeDistribution, Instead, Method, check_depth, draft_paths,
-    saturating_pow,
+    ContextModel, CoreError, CumulativeDistribution, Instead, Method, Progress, check_depth,
+    draft_paths, saturating_pow,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -215,6 +215,20 @@ const CHUNK: u64 = 1 << 10;
 /// runs this.
 pub const SAMPLED_TREE_LIMIT: u128 = 100_000_000;
 
+/// [`CoreError::TooLarge`] past [`SAMPLED_TREE_LIMIT`] tokens in a tree.
+pub(crate) fn check_tree_size(paths: usize, depth: usize) -> Result<(), CoreError> {
+    let tree = (paths as u128).saturating_mul(depth as u128);
+    if tree > SAMPLED_TREE_LIMIT {
+        return Err(CoreError::TooLarge {
+            what: "a draft tree (paths x depth tokens)",
+            size: tree,
+            limit: SAMPLED_TREE_LIMIT,
+            instead: Instead(&[]),
+        });
+    }
+    Ok(())
+}
+
 /// Sampled mode: `samples` seeded blocks of `paths` draft paths, in
 /// parallel; the same seed gives the same report.
 pub fn sampled_block(
@@ -230,13 +244,13 @@ pub fn sampled_block(
 }
 
 /// [`sampled_block`] with its (depth, paths, samples, seed) in one tuple,
-/// calling `progress(b)` (from any thread) as each parallel task of b
-/// blocks completes, for a progress bar.
+/// telling `progress` of each parallel task of blocks as it completes
+/// (from any thread) and stopping when it asks before a task.
 pub fn sampled_block_with_progress(
     model: &dyn ContextModel,
     verifier: &dyn BlockVerifier,
     (depth, paths, samples, seed): (usize, usize, u64, u64),
-    progress: &(dyn Fn(u64) + Sync),
+    progress: &dyn Progress,
 ) -> Result<BlockReport, VerifyError> {
     if paths == 0 || samples == 0 {
         return Err(VerifyError::DraftCount {
@@ -244,21 +258,13 @@ pub fn sampled_block_with_progress(
             found: 0,
         });
     }
-    let tree = (paths as u128).saturating_mul(depth as u128);
-    if tree > SAMPLED_TREE_LIMIT {
-        return Err(CoreError::TooLarge {
-            what: "a draft tree (paths x depth tokens)",
-            size: tree,
-            limit: SAMPLED_TREE_LIMIT,
-            instead: Instead(&[]),
-        }
-        .into());
-    }
+    check_tree_size(paths, depth)?;
     let sampler = PathSampler::new(model, depth)?;
     let chunks = samples.div_ceil(CHUNK);
     let (sum, sum_squares, first_tokens, tau_counts) = (0..chunks)
         .into_par_iter()
         .map(|chunk| {
+            progress.check_stop()?;
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             rng.set_stream(chunk);
             let (mut sum, mut sum_squares) = (0.0, 0.0);
@@ -276,7 +282,7 @@ pub fn sampled_block_with_progress(
                 sum_squares += tau * tau;
                 *first_tokens.entry(out[0]).or_default() += 1;
             }
-            progress(task);
+            progress.advance(task);
             Ok::<_, VerifyError>((sum, sum_squares, first_tokens, tau_counts))
         })
         .try_reduce(

@@ -15,11 +15,13 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mdsd_core::{ContextModel, CumulativeDistribution, Distribution, Instead, Method, Side};
+use mdsd_core::{
+    ContextModel, CoreError, CumulativeDistribution, Distribution, Instead, Method, Progress, Side,
+};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::harness::check_output_length;
+use super::harness::{check_output_length, check_tree_size};
 use super::{BlockReport, exact_block, prepare_block};
 use crate::VerifyError;
 use crate::sampling::goodness_of_fit;
@@ -259,14 +261,14 @@ struct Tally {
 /// draft model, each verified by every method on the same tree with the
 /// same random stream. The first output token is tested (chi-square)
 /// against the target's law after the first prompt, over the blocks
-/// started from it. `progress(b)` is called as each round of b blocks is
-/// done.
+/// started from it. `progress` is told of each round of blocks as it is
+/// done, and asked before each whether to stop.
 pub fn sampled_live_blocks(
     model: &mut dyn LiveModel,
     prompts: &[Vec<usize>],
     methods: &[&str],
     settings: LiveSettings,
-    progress: &dyn Fn(u64),
+    progress: &dyn Progress,
 ) -> Result<LiveReport, VerifyError> {
     let LiveSettings {
         depth,
@@ -276,11 +278,11 @@ pub fn sampled_live_blocks(
         batch,
     } = settings;
     check_live(model, prompts, methods, depth, paths)?;
-    if samples == 0 || batch == 0 {
-        return Err(VerifyError::DraftCount {
-            expected: 1,
-            found: 0,
-        });
+    if samples == 0 {
+        return Err(CoreError::setting("samples", 0, "at least 1").into());
+    }
+    if batch == 0 {
+        return Err(CoreError::setting("batch", 0, "at least 1").into());
     }
     let v = model.vocab_size();
     let mut tallies: Vec<Tally> = methods
@@ -297,7 +299,9 @@ pub fn sampled_live_blocks(
     let mut rounds = 0u64;
     let (mut target_calls, mut draft_calls) = (0u64, 0u64);
     let mut start = 0u64;
+    progress.start(samples);
     while start < samples {
+        progress.check_stop()?;
         let count = (samples - start).min(batch as u64);
         let blocks: Vec<u64> = (start..start + count).collect();
         let prompt_of = |b: u64| &prompts[(b % prompts.len() as u64) as usize];
@@ -388,7 +392,7 @@ pub fn sampled_live_blocks(
         }
         rounds += 1;
         start += count;
-        progress(count);
+        progress.advance(count);
     }
     let root = root.expect("at least one round ran");
     let n = samples as f64;
@@ -500,15 +504,25 @@ fn check_live(
     depth: usize,
     paths: usize,
 ) -> Result<(), VerifyError> {
-    if prompts.is_empty() || methods.is_empty() || paths == 0 {
-        return Err(VerifyError::DraftCount {
-            expected: 1,
-            found: 0,
-        });
+    let refused = |setting, expected| -> Result<(), VerifyError> {
+        Err(CoreError::setting(setting, 0, expected).into())
+    };
+    if prompts.is_empty() {
+        return refused(
+            "prompts",
+            "at least one prompt (an empty one starts from nothing)",
+        );
+    }
+    if methods.is_empty() {
+        return refused("methods", "at least one method");
+    }
+    if paths == 0 {
+        return refused("paths", "at least 1");
     }
     if depth == 0 {
-        return Err(mdsd_core::CoreError::ZeroDepth.into());
+        return Err(CoreError::ZeroDepth.into());
     }
+    check_tree_size(paths, depth)?;
     for prompt in prompts {
         mdsd_core::check_tokens(prompt, model.vocab_size())?;
     }

@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use crate::numeric::small_expm1;
+use crate::numeric::{merged_in_order, small_expm1};
 use crate::potential::nodes::{NEGLIGIBLE, STEP};
 use crate::thresholds::TOKENS_PER_TASK;
 use crate::workspace::Workspace;
@@ -193,29 +193,26 @@ impl Assignment {
     /// `Σ_(y in slot) w_y δ_y^j` for j < J, per slot.
     pub fn moments<const J: usize>(&self, w: impl Fn(usize) -> f64 + Sync) -> Vec<[f64; J]> {
         let slots = self.centre.len();
-        (0..self.slot.len())
+        let tokens = self.slot.len();
+        let partials = (0..tokens.div_ceil(TOKENS_PER_TASK))
             .into_par_iter()
-            .with_min_len(TOKENS_PER_TASK)
-            .fold(
-                || vec![[0.0; J]; slots],
-                |mut sums, y| {
+            .map(|task| {
+                let mut sums = vec![[0.0; J]; slots];
+                for y in task * TOKENS_PER_TASK..tokens.min((task + 1) * TOKENS_PER_TASK) {
                     let mut power = w(y);
                     for entry in sums[self.slot[y] as usize].iter_mut() {
                         *entry += power;
                         power *= self.delta[y];
                     }
-                    sums
-                },
-            )
-            .reduce(
-                || vec![[0.0; J]; slots],
-                |mut sums, other| {
-                    for (x, y) in sums.iter_mut().zip(&other) {
-                        x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
-                    }
-                    sums
-                },
-            )
+                }
+                sums
+            });
+        merged_in_order(partials, |sums, other| {
+            for (x, y) in sums.iter_mut().zip(&other) {
+                x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
+            }
+        })
+        .unwrap_or_else(|| vec![[0.0; J]; slots])
     }
 }
 
@@ -340,40 +337,39 @@ fn transform_moments(
     decays: &Decays,
     minus_one: bool,
 ) -> Vec<f64> {
-    occupied
-        .par_iter()
-        .fold(
-            || vec![0.0; c.len()],
-            |mut sums, &s| {
-                let coefficients = &moments[s];
-                let decay = decays.of(s);
-                for ((sum, &ck), &e) in sums.iter_mut().zip(c).zip(decay) {
-                    let x = centre[s] * ck;
-                    // Σ_(j>=1) x^j moments_j, apart from the term j = 0.
-                    let tail = x * (coefficients[1..].iter().rev()).fold(0.0, |acc, m| acc * x + m);
-                    *sum += if minus_one {
-                        // e^(-x) - 1 from e^(-x) would lose x's digits to
-                        // the difference where x is small.
-                        let shifted = if x < 1.0 { (-x).exp_m1() } else { e - 1.0 };
-                        shifted * coefficients[0] + e * tail
-                    } else {
-                        e * (coefficients[0] + tail)
-                    };
-                }
-                if minus_one {
-                    (sums[decay.len()..].iter_mut()).for_each(|sum| *sum -= coefficients[0]);
-                }
-                sums
-            },
-        )
-        .reduce(
-            || vec![0.0; c.len()],
-            |mut sums, other| {
-                sums.iter_mut().zip(&other).for_each(|(x, y)| *x += y);
-                sums
-            },
-        )
+    let partials = occupied.par_chunks(SLOTS_PER_TASK).map(|slots| {
+        let mut sums = vec![0.0; c.len()];
+        for &s in slots {
+            let coefficients = &moments[s];
+            let decay = decays.of(s);
+            for ((sum, &ck), &e) in sums.iter_mut().zip(c).zip(decay) {
+                let x = centre[s] * ck;
+                // Σ_(j>=1) x^j moments_j, apart from the term j = 0.
+                let tail = x * (coefficients[1..].iter().rev()).fold(0.0, |acc, m| acc * x + m);
+                *sum += if minus_one {
+                    // e^(-x) - 1 from e^(-x) would lose x's digits to
+                    // the difference where x is small.
+                    let shifted = if x < 1.0 { (-x).exp_m1() } else { e - 1.0 };
+                    shifted * coefficients[0] + e * tail
+                } else {
+                    e * (coefficients[0] + tail)
+                };
+            }
+            if minus_one {
+                (sums[decay.len()..].iter_mut()).for_each(|sum| *sum -= coefficients[0]);
+            }
+        }
+        sums
+    });
+    merged_in_order(partials, |sums, other| {
+        sums.iter_mut().zip(&other).for_each(|(x, y)| *x += y);
+    })
+    .unwrap_or_else(|| vec![0.0; c.len()])
 }
+
+/// Occupied buckets a task of the transform sums: each costs a pass over
+/// the nodes.
+const SLOTS_PER_TASK: usize = 16;
 
 /// Per occupied slot, `T_j = (-1)^j / j! Σ_k kernel_k X^j e^(-X)`, X = m
 /// a_b c_k (m = `multiplier`, e^(-X) the decay to the m-th power), plus
