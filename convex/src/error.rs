@@ -17,6 +17,13 @@ pub enum ConvexError {
     )]
     Unsupported { scheme: SchemeKind },
     #[error(
+        "drafts without replacement where token {token} holds all of q but {rest:.1e}, below \
+         the float's resolution at 1: the programs' inclusion laws divide by 1 - q({token}), \
+         which rounds to 0{}",
+        Instead(DOMINANT_INSTEAD)
+    )]
+    DominantDraft { token: usize, rest: f64 },
+    #[error(
         "Global Resolution would enumerate {sets:.3e} draft sets (budget {budget}){}",
         Instead(ENUMERATION_INSTEAD)
     )]
@@ -52,6 +59,9 @@ const PRECISION_INSTEAD: &[Method] = &[Method::ClosedForm];
 const UNSUPPORTED_INSTEAD: &[Method] = &[Method::ClosedForm, Method::MaxFlow];
 /// What scales where Global Resolution's enumeration refuses.
 const ENUMERATION_INSTEAD: &[Method] = &[Method::Convex];
+/// Where one draft token holds q to the float's resolution: the exact
+/// solvers, which take the tuples' probabilities as they are.
+const DOMINANT_INSTEAD: &[Method] = &[Method::MaxFlow];
 
 impl ConvexError {
     /// The methods this error points to instead (empty for most).
@@ -63,6 +73,7 @@ impl ConvexError {
             ConvexError::EnumerationBudget { .. } => ENUMERATION_INSTEAD,
             ConvexError::IterationCap { .. } => &[],
             ConvexError::Precision { .. } => PRECISION_INSTEAD,
+            ConvexError::DominantDraft { .. } => DOMINANT_INSTEAD,
         }
     }
 }

@@ -65,6 +65,13 @@ pub trait ContextModel: Sync {
             .map(|i| self.draft(self.context(&seq[..i])).prob(seq[i]))
             .product()
     }
+
+    /// Whether the draft model can draw `seq`: every token has positive
+    /// probability after the tokens before it (its product may still
+    /// underflow to 0, and the path be drawn all the same).
+    fn draft_can_draw(&self, seq: &[usize]) -> bool {
+        (0..seq.len()).all(|i| self.draft(self.context(&seq[..i])).prob(seq[i]) > 0.0)
+    }
 }
 
 /// Checks that blocks of `depth` draft tokens fit the model: depth >= 1, and

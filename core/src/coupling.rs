@@ -1,7 +1,7 @@
 //! From an optimal accepted flow, as an LP or a max-flow solver returns it,
 //! to an exact coupling (`docs/DESIGN.md` §3) and to the certificate H* (`docs/DESIGN.md` §4).
 
-use crate::{CoreError, DraftLaw, Instead, Plan};
+use crate::{CoreError, DraftLaw, Instead, Plan, token_set};
 
 /// Accepted mass per outcome: `(token in the outcome, mass)`.
 pub type Accepted = Vec<Vec<(usize, f64)>>;
@@ -76,6 +76,12 @@ pub fn complete_plan(law: DraftLaw, p: &[f64], mut accepted: Accepted) -> (Plan,
     let mut conditional = vec![0.0; law.len() * v];
     for (x, (edges, &prob)) in accepted.iter().zip(&law.probs).enumerate() {
         let row = &mut conditional[x * v..(x + 1) * v];
+        // Below the smallest normal float a probability has few digits
+        // left, and the row's ratios to it none.
+        if prob < f64::MIN_POSITIVE {
+            accepting_row(&law.outcomes[x], p, row);
+            continue;
+        }
         let row_residual = (prob - edges.iter().map(|e| e.1).sum::<f64>()).max(0.0);
         for (r, c) in row.iter_mut().zip(&column_residual) {
             *r = row_residual * c / residual_total / prob;
@@ -85,6 +91,24 @@ pub fn complete_plan(law: DraftLaw, p: &[f64], mut accepted: Accepted) -> (Plan,
         }
     }
     (Plan::new(law, v, conditional), accepted)
+}
+
+/// The law given an outcome of probability 0 or nearly (one whose
+/// probability underflows, a product of draft probabilities below the
+/// smallest normal float, 2.2e-308): p on the
+/// outcome's tokens, renormalised, so that a draft is accepted (p itself
+/// where it gives them no mass). Any law leaves the output's law as it is;
+/// this one is a law, where dividing by the outcome's probability would
+/// give NaN.
+fn accepting_row(outcome: &[usize], p: &[f64], row: &mut [f64]) {
+    let mass: f64 = token_set(outcome).iter().map(|&y| p[y]).sum();
+    if mass > 0.0 {
+        token_set(outcome)
+            .iter()
+            .for_each(|&y| row[y] = p[y] / mass);
+    } else {
+        row.copy_from_slice(p);
+    }
 }
 
 /// Residual capacities at or below a threshold are treated as saturated;

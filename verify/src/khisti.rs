@@ -181,7 +181,11 @@ impl Selecting for Khisti {
     }
 
     /// O(n): the n - 1 duels, one draw each.
-    fn select(&self, drafts: &[usize], rng: &mut dyn RngCore) -> Result<usize, VerifyError> {
+    fn select(
+        &self,
+        drafts: &[usize],
+        rng: &mut dyn RngCore,
+    ) -> Result<Option<usize>, VerifyError> {
         self.check(drafts)?;
         let mut winner = drafts[0];
         for (duel, &challenger) in self.duels.iter().zip(&drafts[1..]) {
@@ -189,7 +193,7 @@ impl Selecting for Khisti {
                 winner = challenger;
             }
         }
-        Ok(winner)
+        Ok(Some(winner))
     }
 
     fn verification(&self) -> &Verification {

@@ -193,6 +193,8 @@ pub enum VerifyError {
     ImpossibleDrafts(Vec<usize>),
     #[error("the {side} model: {message}")]
     Model { side: &'static str, message: String },
+    #[error("the verifier's law given drafts {0:?} has no mass to draw from")]
+    EmptyLaw(Vec<usize>),
 }
 
 impl VerifyError {
@@ -226,6 +228,10 @@ pub trait Verifier: Send + Sync {
     fn sample(&self, drafts: &[usize], rng: &mut dyn RngCore) -> Result<usize, VerifyError> {
         let law = self.conditional(drafts)?;
         let weights: Vec<f64> = law.iter().map(|l| l.1).collect();
+        let total: f64 = weights.iter().sum();
+        if total.is_nan() || total <= 0.0 {
+            return Err(VerifyError::EmptyLaw(drafts.to_vec()));
+        }
         Ok(law[sample_index(&weights, rng)].0)
     }
 }

@@ -1,7 +1,7 @@
 //! Recursive rejection sampling: SpecInfer (with replacement) and its
 //! variant without replacement (`docs/DESIGN.md` §6).
 
-use mdsd_core::{CumulativeDistribution, Problem};
+use mdsd_core::{CumulativeDistribution, Problem, sample_index};
 use rand::{Rng, RngCore};
 
 use crate::laws::{Rest, accept_prob, check_drafts, draft_law, mix, overlap, residual};
@@ -88,6 +88,38 @@ pub struct RrsWithoutReplacement {
 }
 
 impl RrsWithoutReplacement {
+    /// The drafts verified in turn: the mass each is accepted with, the
+    /// mass left when all are rejected, and the last residual target,
+    /// which that mass follows.
+    #[allow(clippy::type_complexity)]
+    fn verified_in_turn(
+        &self,
+        drafts: &[usize],
+    ) -> Result<(Vec<(usize, f64)>, f64, Vec<f64>), VerifyError> {
+        check_drafts(drafts, self.n, self.p.len())?;
+        let mut target = self.p.clone();
+        let mut law = self.q.clone();
+        let mut points = Vec::with_capacity(drafts.len());
+        let mut remaining = 1.0;
+        for &x in drafts {
+            if law[x] <= 0.0 {
+                return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
+            }
+            let a = accept_prob(&target, &law, x);
+            points.push((x, remaining * a));
+            remaining *= 1.0 - a;
+            if remaining <= 0.0 {
+                break;
+            }
+            target = residual(&target, &law);
+            law[x] = 0.0;
+            // The mass left is summed directly, not taken as 1 - q(drawn).
+            let total: f64 = law.iter().sum();
+            law.iter_mut().for_each(|v| *v /= total);
+        }
+        Ok((points, remaining, target))
+    }
+
     pub fn new(problem: &Problem) -> Self {
         let p = problem.target().probs().to_vec();
         let q = problem.drafts().drafts()[0].probs().to_vec();
@@ -127,33 +159,18 @@ impl RrsWithoutReplacement {
     }
 }
 
+/// Proposals from p_2 the last residual draw makes before it draws from
+/// the residual's exact law, O(n V): about 1 / N_n are needed, so this
+/// many fail only where N_n is a sliver.
+const RESIDUAL_PROPOSALS: usize = 1 << 12;
+
 impl Verifier for RrsWithoutReplacement {
     fn name(&self) -> &str {
         VerifierKind::RrsWithoutReplacement.name()
     }
 
     fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
-        check_drafts(drafts, self.n, self.p.len())?;
-        let mut target = self.p.clone();
-        let mut law = self.q.clone();
-        let mut points = Vec::with_capacity(drafts.len());
-        let mut remaining = 1.0;
-        for &x in drafts {
-            if law[x] <= 0.0 {
-                return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
-            }
-            let a = accept_prob(&target, &law, x);
-            points.push((x, remaining * a));
-            remaining *= 1.0 - a;
-            if remaining <= 0.0 {
-                break;
-            }
-            target = residual(&target, &law);
-            law[x] = 0.0;
-            // The mass left is summed directly, not taken as 1 - q(drawn).
-            let total: f64 = law.iter().sum();
-            law.iter_mut().for_each(|v| *v /= total);
-        }
+        let (points, remaining, target) = self.verified_in_turn(drafts)?;
         Ok(mix(&points, remaining, &target))
     }
 
@@ -200,12 +217,20 @@ impl Verifier for RrsWithoutReplacement {
                 break;
             }
         }
-        loop {
+        for _ in 0..RESIDUAL_PROPOSALS {
             let y = self.second_sampler.sample(rng);
             let keep = (1.0 - c_acc * self.q[y] / self.second[y]).max(0.0);
             if !drafts.contains(&y) && rng.random::<f64>() < keep {
                 return Ok(y);
             }
+        }
+        // The residual is a sliver of p_2 (its mass underflows, or rounding
+        // left none of it off the drafts): drawn from its exact law
+        // instead, the law the proposals would have kept to.
+        let (_, _, residual) = self.verified_in_turn(drafts)?;
+        match residual.iter().sum::<f64>() > 0.0 {
+            true => Ok(sample_index(&residual, rng)),
+            false => Ok(self.second_sampler.sample(rng)),
         }
     }
 }

@@ -18,12 +18,16 @@ pub(crate) trait Selecting {
     /// probability).
     fn selection(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError>;
 
-    /// Draws the selected token; the default draws from
-    /// [`Selecting::selection`].
-    fn select(&self, drafts: &[usize], rng: &mut dyn RngCore) -> Result<usize, VerifyError> {
+    /// Draws the selected token, `None` where the selection is empty; the
+    /// default draws from [`Selecting::selection`].
+    fn select(
+        &self,
+        drafts: &[usize],
+        rng: &mut dyn RngCore,
+    ) -> Result<Option<usize>, VerifyError> {
         let law = self.selection(drafts)?;
         let weights: Vec<f64> = law.iter().map(|l| l.1).collect();
-        Ok(law[sample_index(&weights, rng)].0)
+        Ok((!law.is_empty()).then(|| law[sample_index(&weights, rng)].0))
     }
 
     /// p, r and the residual the second step verifies against.
@@ -48,8 +52,12 @@ impl Verification {
 pub(crate) fn law(verifier: &impl Selecting, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
     let Verification { p, r, rest } = verifier.verification();
     let mut points = Vec::with_capacity(drafts.len());
-    let mut rejected = 0.0;
-    for (x, prob) in verifier.selection(drafts)? {
+    let selection = verifier.selection(drafts)?;
+    // An empty selection (drafts a rule holds no weight for: a draft whose
+    // probability is below the smallest normal float) selects nothing, and
+    // the residual answers.
+    let mut rejected = if selection.is_empty() { 1.0 } else { 0.0 };
+    for (x, prob) in selection {
         let a = accept_prob(p, r, x);
         points.push((x, prob * a));
         rejected += prob * (1.0 - a);
@@ -66,7 +74,9 @@ pub(crate) fn sample(
 ) -> Result<usize, VerifyError> {
     let selected = verifier.select(drafts, rng)?;
     let Verification { p, r, rest } = verifier.verification();
-    if rng.random::<f64>() < accept_prob(p, r, selected) {
+    if let Some(selected) = selected
+        && rng.random::<f64>() < accept_prob(p, r, selected)
+    {
         return Ok(selected);
     }
     Ok(rest.sampler.sample(rng))

@@ -8,9 +8,9 @@ use crate::error::ConvexError;
 use crate::numeric::{lane_sum, sum_where};
 use crate::workspace::Workspace;
 
-/// The tokens of positive probability under some draft law (the laws of
-/// one vocabulary), ascending, in one pass over the laws alone (p is read
-/// only on them, by `restrict`). Chunks with no set bit in any law are
+/// The tokens some draft law (of one vocabulary) gives a probability of at
+/// least `DRAFTED_AT_LEAST`, ascending, in one pass over the laws alone (p
+/// is read only on them, by `restrict`). Chunks with no set bit in any law are
 /// skipped after one OR over them (a truncated draft's are mostly
 /// empty); the tests of the others become a bit mask: drafted tokens are
 /// spread along the vocabulary, and a branch per token would mispredict
@@ -32,7 +32,7 @@ pub(super) fn draft_support(laws: &[&[f64]]) -> Vec<usize> {
         let mut drafted = 0u32;
         for chunk in chunks {
             for (lane, &q) in chunk.iter().enumerate() {
-                drafted |= u32::from(q > 0.0) << lane;
+                drafted |= u32::from(q >= DRAFTED_AT_LEAST) << lane;
             }
         }
         if drafted == u32::MAX {
@@ -45,9 +45,15 @@ pub(super) fn draft_support(laws: &[&[f64]]) -> Vec<usize> {
             drafted &= drafted - 1;
         }
     }
-    support.extend((whole..size).filter(|&y| laws.iter().any(|law| law[y] > 0.0)));
+    support.extend((whole..size).filter(|&y| laws.iter().any(|law| law[y] >= DRAFTED_AT_LEAST)));
     support
 }
+
+/// The least draft probability of a token the programs hold: below the
+/// smallest normal float, p / q overflows and q^n underflows, and the
+/// draft tuples holding such a token have a probability below 1e-307 (the
+/// rule gives them a law all the same, which moves the output by less).
+const DRAFTED_AT_LEAST: f64 = f64::MIN_POSITIVE;
 
 /// `solve` of the problem on the draft's support (`draft_support`): on p
 /// and q restricted to it (`restrict`) where the draft leaves tokens out

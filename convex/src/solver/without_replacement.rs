@@ -28,6 +28,18 @@ pub(super) fn solve(
     let (target, draft) = (problem.target(), &problem.drafts().drafts()[0]);
     let vocabulary = problem.vocab_size();
     on_support(target, draft, workspace, |(p, q), support, workspace| {
+        if support.len() < problem.drafts().n() {
+            // Tokens of subnormal draft probability are out of the
+            // programs, and the others are too few to draw n of.
+            let (token, _) = (draft.probs().iter().enumerate())
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .expect("a distribution has entries");
+            let rest = (draft.probs().iter().enumerate())
+                .filter(|&(y, _)| y != token)
+                .map(|(_, x)| x)
+                .sum();
+            return Err(ConvexError::DominantDraft { token, rest });
+        }
         if support.len() == vocabulary {
             return solve_on_support(p, problem.drafts(), support, vocabulary, budget, workspace);
         }
@@ -46,8 +58,21 @@ fn solve_on_support(
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Result<ConvexSolution, ConvexError> {
-    let bound = optimal_acceptance_wor(target, drafts)?;
     let slots = support.len();
+    let q_all = drafts.drafts()[0].probs();
+    if slots > 1
+        && let Some(token) = q_all[..slots].iter().position(|&x| x == 1.0)
+    {
+        let rest: f64 = (q_all[..slots].iter().enumerate())
+            .filter(|&(y, _)| y != token)
+            .map(|(_, x)| x)
+            .sum();
+        return Err(ConvexError::DominantDraft {
+            token: support[token],
+            rest,
+        });
+    }
+    let bound = optimal_acceptance_wor(target, drafts)?;
     let (p, q) = (
         &target.probs()[..slots],
         &drafts.drafts()[0].probs()[..slots],

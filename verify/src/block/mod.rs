@@ -167,7 +167,7 @@ fn check_paths(
             });
         }
         mdsd_core::check_tokens(path, model.vocab_size())?;
-        if model.draft_prob(path) == 0.0 {
+        if !model.draft_can_draw(path) {
             return Err(VerifyError::ImpossibleDrafts(path.clone()));
         }
     }
