@@ -33,11 +33,13 @@ impl Default for Budget {
 impl Budget {
     /// Refuses a tolerance that is not positive and finite, or no iterations.
     pub fn check(&self) -> Result<(), ConvexError> {
-        if !(self.tolerance > 0.0 && self.tolerance.is_finite()) {
+        // The acceptance the solution may lose: an acceptance is in [0, 1],
+        // so a tolerance of 1 or more asks for nothing.
+        if !(self.tolerance > 0.0 && self.tolerance < 1.0) {
             return Err(CoreError::setting(
                 "tolerance",
                 self.tolerance,
-                "a positive finite number",
+                "in (0, 1): the acceptance the solution may lose",
             )
             .into());
         }

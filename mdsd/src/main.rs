@@ -4,7 +4,6 @@ mod cli;
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use clap::error::ErrorKind;
 
 /// Every error exits with this code, after one line on stderr.
@@ -48,7 +47,7 @@ fn keep_freed_memory() {}
 
 fn main() -> ExitCode {
     keep_freed_memory();
-    let parsed = match cli::Cli::try_parse() {
+    let parsed = match cli::Cli::try_parse_args() {
         Ok(parsed) => parsed,
         Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             say!(

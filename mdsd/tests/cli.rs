@@ -1093,3 +1093,46 @@ fn independent_drafts_at_full_vocabulary_give_a_certified_interval() {
     );
     assert!(lo <= lower && upper <= hi, "{compare}");
 }
+
+/// A negative number is the value of the option before it, in either
+/// spelling, and is then refused for what it is (it was taken for a flag
+/// `-0` or `-3`).
+#[test]
+fn negative_values_are_read_as_values_and_refused_by_name() {
+    let pair = ["-p", "0.5,0.3,0.2", "-q", "0.2,0.3,0.5"];
+    let cases: &[(&[&str], &str)] = &[
+        (&["bound", "-n", "2", "--top-p", "-0.1"], "top-p -0.1"),
+        (&["bound", "-n", "2", "--top-p=-0.1"], "top-p -0.1"),
+        (&["bound", "-n", "2", "--draft-top-p", "-0.5"], "top-p -0.5"),
+        (&["bound", "-n", "2", "--top-k", "-3"], "'-3' for '--top-k"),
+        (&["bound", "-n", "-2"], "'-2' for '--num-drafts"),
+        (
+            &["bound", "-n", "2", "--temperature", "-1"],
+            "temperature -1",
+        ),
+        (
+            &["compare", "-n", "2", "--samples", "-5"],
+            "'-5' for '--samples",
+        ),
+        (
+            &["solve", "-n", "2", "--method", "convex", "--tol", "-1"],
+            "--tol -1",
+        ),
+        (
+            &["solve", "-n", "2", "--method", "convex", "--tol", "2"],
+            "--tol 2",
+        ),
+    ];
+    for (args, named) in cases {
+        let (command, rest) = args.split_first().unwrap();
+        let mut all = vec![*command];
+        all.extend(pair);
+        all.extend(rest);
+        let out = mdsd(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{all:?}: {stderr}");
+        assert!(stderr.contains(named), "{all:?}: {stderr}");
+        assert!(!stderr.contains("unexpected argument"), "{all:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{all:?}: {stderr}");
+    }
+}

@@ -42,6 +42,33 @@ pub struct Cli {
     command: Command,
 }
 
+impl Cli {
+    /// The command line's arguments, a negative number read as the value
+    /// of any option that takes one: `--top-p -0.1` is then refused for its
+    /// value, not taken for a flag `-0`.
+    pub fn try_parse_args() -> Result<Self, clap::Error> {
+        let mut command = negative_values(<Self as clap::CommandFactory>::command());
+        let matches = command.try_get_matches_from_mut(std::env::args_os())?;
+        <Self as clap::FromArgMatches>::from_arg_matches(&matches)
+            .map_err(|e| e.format(&mut command))
+    }
+}
+
+/// `command` and its subcommands with every option that takes a value
+/// taking a negative number as one.
+fn negative_values(command: clap::Command) -> clap::Command {
+    let names: Vec<String> = (command.get_subcommands())
+        .map(|sub| sub.get_name().to_string())
+        .collect();
+    let command = command.mut_args(|arg| match arg.get_action().takes_values() {
+        true => arg.allow_negative_numbers(true),
+        false => arg,
+    });
+    names.into_iter().fold(command, |command, name| {
+        command.mut_subcommand(name, negative_values)
+    })
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// alpha* in closed form (any vocabulary size), with its certificate H*.
