@@ -457,6 +457,27 @@ fn a_full_stderr_keeps_the_exit_code() {
     }
 }
 
+/// Output to a standard output closed from the start (`>&-`) would be lost
+/// without a word: the command says so and exits 2. `> /dev/null`, which
+/// discards output on purpose, is no error.
+#[test]
+fn a_closed_stdout_is_an_error_and_dev_null_is_not() {
+    let run = |redirect: &str| {
+        let script = format!(
+            "exec '{}' bound -p 0.5,0.5 -q 0.2,0.8 -n 2 {redirect}",
+            env!("CARGO_BIN_EXE_mdsd")
+        );
+        Command::new("sh").arg("-c").arg(script).output().unwrap()
+    };
+    let closed = run(">&-");
+    let stderr = String::from_utf8_lossy(&closed.stderr);
+    assert_eq!(closed.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("closed when mdsd started"), "{stderr}");
+    let discarded = run("> /dev/null");
+    assert_eq!(discarded.status.code(), Some(0));
+    assert!(discarded.stderr.is_empty());
+}
+
 /// What is not a regular file is refused by what it is, at once: a FIFO
 /// (which blocks its reader for ever) as `-p`, as a `.json`, as a draft
 /// vocabulary map or inside a `--data` folder, and a device (`/dev/zero`,

@@ -19,9 +19,18 @@ pub fn say(line: &str) {
 
 /// Writes `text` to standard output. A reader that has gone (`mdsd ... |
 /// head`) is no error: what is left has nowhere to go, and the command
-/// ends quietly.
+/// ends quietly. A standard output closed from the start (`>&-`) is one:
+/// the output would be lost without a word.
 pub fn emit(text: &str) -> Result<(), Error> {
     use std::io::Write;
+    if stdout_closed_at_start() {
+        return Err(Error::Output {
+            path: "standard output".into(),
+            message: "it was closed when mdsd started (`>&-`), so the output would be lost: \
+                      redirect it (`> FILE`, or `> /dev/null` to discard it)"
+                .into(),
+        });
+    }
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::Output {
@@ -360,4 +369,31 @@ pub fn compare_table(
         out += &format!("skipped {} at this size: {}\n", s.verifier, s.reason);
     }
     out
+}
+
+/// Whether the process started with its standard output closed. Rust's
+/// runtime opens /dev/null in place of a closed standard descriptor
+/// before `main`, read-write; a shell's `> /dev/null` opens it write-only.
+/// So a read-write /dev/null on descriptor 1 is one the runtime opened.
+#[cfg(unix)]
+fn stdout_closed_at_start() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: F_GETFL reads descriptor 1's status flags; nothing changes.
+    let flags = unsafe { libc::fcntl(1, libc::F_GETFL) };
+    if flags < 0 || flags & libc::O_ACCMODE != libc::O_RDWR {
+        return false;
+    }
+    let stdout = std::io::stdout();
+    let Ok(descriptor) = stdout.as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let opened = std::fs::File::from(descriptor).metadata();
+    let null = std::fs::metadata("/dev/null");
+    matches!((opened, null), (Ok(a), Ok(b)) if a.dev() == b.dev() && a.ino() == b.ino())
+}
+
+#[cfg(not(unix))]
+fn stdout_closed_at_start() -> bool {
+    false
 }
