@@ -66,12 +66,7 @@ impl EvalRequest {
                     .into(),
             ));
         }
-        for side in [Side::Target, Side::Draft] {
-            (input.transform(side).check()).map_err(|source| Error::Invalid {
-                what: format!("the {}'s transform", side.name()),
-                source,
-            })?;
-        }
+        input.check_transforms()?;
         if !self.verifiers.is_empty() {
             for &n in &self.ns {
                 crate::verify::check_verifier_drafts(n)?;

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 use crate::core::Shown;
-use crate::core::Side;
+use crate::core::{CoreError, Side};
 use crate::logits::{
     DraftVocabMap, LogitsError, Matrix, Pairs, ReadOptions, RowReader, RowSelection, Values,
     VocabularyCut, VocabularyOptions, read_argument_pairs, read_pairs,
@@ -160,6 +160,9 @@ impl fmt::Display for RowSpec {
     }
 }
 
+/// What a temperature may be, as the transforms say it.
+const TEMPERATURES: &str = "finite and >= 0 (0 means argmax)";
+
 impl Input {
     /// The transform of one side: --temperature, --top-k and --top-p,
     /// each replaced by the side's own flag (--draft-* or --target-*)
@@ -178,6 +181,53 @@ impl Input {
             top_k: top_k.or(self.top_k),
             top_p: top_p.or(self.top_p),
         }
+    }
+
+    /// Each side's transform refused by the flag that set its value
+    /// (`--top-p -0.1`, `--draft-temperature nan`), before any row is read:
+    /// applied to the rows, the refusal would name the rows instead.
+    pub fn check_transforms(&self) -> Result<(), Error> {
+        for side in [Side::Target, Side::Draft] {
+            // The side's own flags, which replace the shared ones.
+            let (own, temperature, top_k, top_p) = match side {
+                Side::Target => (
+                    ["--target-temperature", "--target-top-k", "--target-top-p"],
+                    self.target_temperature,
+                    self.target_top_k,
+                    self.target_top_p,
+                ),
+                Side::Draft => (
+                    ["--draft-temperature", "--draft-top-k", "--draft-top-p"],
+                    self.draft_temperature,
+                    self.draft_top_k,
+                    self.draft_top_p,
+                ),
+            };
+            let shared = ["--temperature", "--top-k", "--top-p"];
+            let refused = |i: usize, given: bool, value: String, expected: &'static str| {
+                let flag = if given { own[i] } else { shared[i] };
+                Err(Error::Setting {
+                    flag,
+                    value,
+                    expected,
+                })
+            };
+            match self.transform(side).check() {
+                Err(CoreError::InvalidTemperature(t)) => {
+                    return refused(0, temperature.is_some(), Shown(t).to_string(), TEMPERATURES);
+                }
+                Err(CoreError::InvalidTopK) => {
+                    let expected = "at least 1 (top-k 0 keeps no token)";
+                    return refused(1, top_k.is_some(), "0".into(), expected);
+                }
+                Err(CoreError::InvalidTopP(t)) => {
+                    return refused(2, top_p.is_some(), Shown(t).to_string(), "in (0, 1]");
+                }
+                Err(other) => return Err(Error::Usage(other.to_string())),
+                Ok(()) => {}
+            }
+        }
+        Ok(())
     }
 
     /// The first row selected, for messages and positional rows.
@@ -363,6 +413,7 @@ impl Input {
     /// The rows of `pairs` that --row and --rows select; none is an error
     /// (a mean over no row is no number).
     pub fn select(&self, pairs: Pairs) -> Result<Pairs, Error> {
+        self.check_transforms()?;
         if self.rows == Some(0) {
             return Err(Error::Setting {
                 flag: "--rows",
@@ -483,6 +534,7 @@ impl Input {
     /// at a time (no vocabulary cut or map, which need whole rows first);
     /// `None` otherwise.
     pub fn streamed(&self) -> Result<Option<(RowReader, Range<usize>)>, Error> {
+        self.check_transforms()?;
         if self.read_options().vocabulary != VocabularyOptions::default() {
             return Ok(None);
         }

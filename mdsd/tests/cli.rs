@@ -1096,14 +1096,32 @@ fn independent_drafts_at_full_vocabulary_give_a_certified_interval() {
 
 /// A negative number is the value of the option before it, in either
 /// spelling, and is then refused for what it is (it was taken for a flag
-/// `-0` or `-3`).
+/// `-0` or `-3`); a transform is refused by the flag that set it, not by
+/// the rows it would have applied to.
 #[test]
 fn negative_values_are_read_as_values_and_refused_by_name() {
     let pair = ["-p", "0.5,0.3,0.2", "-q", "0.2,0.3,0.5"];
     let cases: &[(&[&str], &str)] = &[
-        (&["bound", "-n", "2", "--top-p", "-0.1"], "top-p -0.1"),
-        (&["bound", "-n", "2", "--top-p=-0.1"], "top-p -0.1"),
-        (&["bound", "-n", "2", "--draft-top-p", "-0.5"], "top-p -0.5"),
+        (
+            &["bound", "-n", "2", "--top-p", "-0.1"],
+            "--top-p -0.1 is invalid",
+        ),
+        (
+            &["bound", "-n", "2", "--top-p=-0.1"],
+            "--top-p -0.1 is invalid",
+        ),
+        (
+            &["bound", "-n", "2", "--draft-top-p", "-0.5"],
+            "--draft-top-p -0.5 is invalid",
+        ),
+        (
+            &["eval", "--n", "2", "--target-top-p", "2"],
+            "--target-top-p 2 is invalid",
+        ),
+        (
+            &["solve", "-n", "2", "--method", "lp", "--top-k", "0"],
+            "--top-k 0 is invalid",
+        ),
         (&["bound", "-n", "2", "--top-k", "-3"], "'-3' for '--top-k"),
         (&["bound", "-n", "-2"], "'-2' for '--num-drafts"),
         (

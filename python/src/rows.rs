@@ -400,53 +400,18 @@ impl Settings {
 }
 
 pub(crate) fn request(settings: Settings) -> PyResult<Request> {
-    let Settings {
-        n,
-        scheme,
-        stored,
-        logits,
-        temperature,
-        top_k,
-        top_p,
-        draft_temperature,
-        draft_top_k,
-        draft_top_p,
-    } = settings;
-    let scheme: SchemeKind = scheme
-        .parse()
+    // The library's input of these settings gives each side's transform
+    // (a draft setting replaces the shared one) and checks them by name.
+    let input = settings.input();
+    (input.check_transforms()).map_err(|e| MdsdError::new_err(crate::errors::in_python(e)))?;
+    let scheme: SchemeKind = (settings.scheme.parse())
         .map_err(|e: mdsd::CoreError| MdsdError::new_err(e.to_string()))?;
-    let target = Transform {
-        temperature,
-        top_k,
-        top_p,
-    };
-    // A draft setting replaces the shared one on the draft's side.
-    let draft = Transform {
-        temperature: draft_temperature.or(temperature),
-        top_k: draft_top_k.or(top_k),
-        top_p: draft_top_p.or(top_p),
-    };
-    for (side, transform) in [("", &target), ("draft_", &draft)] {
-        transform
-            .check()
-            .map_err(|e| MdsdError::new_err(format!("{side}transform: {e}")))?;
-    }
-    let stored = match stored.as_str() {
-        "float16" => FloatType::Float16,
-        "bfloat16" => FloatType::BFloat16,
-        "float32" => FloatType::Float32,
-        _ => FloatType::Float64,
-    };
     Ok(Request {
-        stored,
-        n,
+        stored: settings.stored_type(),
+        n: settings.n,
         scheme,
-        values: if logits {
-            Values::Logits
-        } else {
-            Values::Probabilities
-        },
-        target,
-        draft,
+        values: settings.values(),
+        target: input.transform(mdsd::core::Side::Target),
+        draft: input.transform(mdsd::core::Side::Draft),
     })
 }

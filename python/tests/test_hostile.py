@@ -82,6 +82,8 @@ def test_counts_are_never_truncated_or_coerced():
         CASES["temperature='hot'"] = lambda: mdsd.alpha_star(P, Q, 2, temperature="hot")
         CASES["logits='no'"] = lambda: mdsd.alpha_star(P, Q, 2, logits="no")
         CASES["scheme=3"] = lambda: mdsd.alpha_star(P, Q, 2, scheme=3)
+        CASES["top_p=2"] = lambda: mdsd.alpha_star(P, Q, 2, top_p=2)
+        CASES["draft_temperature=-1"] = lambda: mdsd.evaluate(P, Q, draft_temperature=-1)
     """)
     assert_refused(results, {
         "evaluate n=[1.5]": ("MdsdError", ["n=1.5"]),
@@ -97,6 +99,8 @@ def test_counts_are_never_truncated_or_coerced():
         "temperature='hot'": ("TypeError", ["temperature='hot'"]),
         "logits='no'": ("TypeError", ["logits='no'"]),
         "scheme=3": ("TypeError", ["scheme=3"]),
+        "top_p=2": ("MdsdError", ["top_p=2 is invalid", "(0, 1]"]),
+        "draft_temperature=-1": ("MdsdError", ["draft_temperature=-1 is invalid"]),
     })
 
 
