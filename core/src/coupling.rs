@@ -101,11 +101,10 @@ pub fn complete_plan(law: DraftLaw, p: &[f64], mut accepted: Accepted) -> (Plan,
 /// this one is a law, where dividing by the outcome's probability would
 /// give NaN.
 fn accepting_row(outcome: &[usize], p: &[f64], row: &mut [f64]) {
-    let mass: f64 = token_set(outcome).iter().map(|&y| p[y]).sum();
+    let tokens = token_set(outcome);
+    let mass: f64 = tokens.iter().map(|&y| p[y]).sum();
     if mass > 0.0 {
-        token_set(outcome)
-            .iter()
-            .for_each(|&y| row[y] = p[y] / mass);
+        tokens.iter().for_each(|&y| row[y] = p[y] / mass);
     } else {
         row.copy_from_slice(p);
     }

@@ -168,18 +168,28 @@ impl Input {
     /// each replaced by the side's own flag (--draft-* or --target-*)
     /// where it is given.
     pub fn transform(&self, side: Side) -> Transform {
-        let (temperature, top_k, top_p) = match side {
-            Side::Target => (
-                self.target_temperature,
-                self.target_top_k,
-                self.target_top_p,
-            ),
-            Side::Draft => (self.draft_temperature, self.draft_top_k, self.draft_top_p),
-        };
+        let own = self.own_transform(side);
         Transform {
-            temperature: temperature.or(self.temperature),
-            top_k: top_k.or(self.top_k),
-            top_p: top_p.or(self.top_p),
+            temperature: own.temperature.or(self.temperature),
+            top_k: own.top_k.or(self.top_k),
+            top_p: own.top_p.or(self.top_p),
+        }
+    }
+
+    /// What the side's own flags set (--target-* or --draft-*), which
+    /// replace the shared ones.
+    fn own_transform(&self, side: Side) -> Transform {
+        match side {
+            Side::Target => Transform {
+                temperature: self.target_temperature,
+                top_k: self.target_top_k,
+                top_p: self.target_top_p,
+            },
+            Side::Draft => Transform {
+                temperature: self.draft_temperature,
+                top_k: self.draft_top_k,
+                top_p: self.draft_top_p,
+            },
         }
     }
 
@@ -188,24 +198,14 @@ impl Input {
     /// applied to the rows, the refusal would name the rows instead.
     pub fn check_transforms(&self) -> Result<(), Error> {
         for side in [Side::Target, Side::Draft] {
-            // The side's own flags, which replace the shared ones.
-            let (own, temperature, top_k, top_p) = match side {
-                Side::Target => (
-                    ["--target-temperature", "--target-top-k", "--target-top-p"],
-                    self.target_temperature,
-                    self.target_top_k,
-                    self.target_top_p,
-                ),
-                Side::Draft => (
-                    ["--draft-temperature", "--draft-top-k", "--draft-top-p"],
-                    self.draft_temperature,
-                    self.draft_top_k,
-                    self.draft_top_p,
-                ),
+            let own = self.own_transform(side);
+            let flags = match side {
+                Side::Target => ["--target-temperature", "--target-top-k", "--target-top-p"],
+                Side::Draft => ["--draft-temperature", "--draft-top-k", "--draft-top-p"],
             };
             let shared = ["--temperature", "--top-k", "--top-p"];
             let refused = |i: usize, given: bool, value: String, expected: &'static str| {
-                let flag = if given { own[i] } else { shared[i] };
+                let flag = if given { flags[i] } else { shared[i] };
                 Err(Error::Setting {
                     flag,
                     value,
@@ -214,14 +214,15 @@ impl Input {
             };
             match self.transform(side).check() {
                 Err(CoreError::InvalidTemperature(t)) => {
-                    return refused(0, temperature.is_some(), Shown(t).to_string(), TEMPERATURES);
+                    let given = own.temperature.is_some();
+                    return refused(0, given, Shown(t).to_string(), TEMPERATURES);
                 }
                 Err(CoreError::InvalidTopK) => {
                     let expected = "at least 1 (top-k 0 keeps no token)";
-                    return refused(1, top_k.is_some(), "0".into(), expected);
+                    return refused(1, own.top_k.is_some(), "0".into(), expected);
                 }
                 Err(CoreError::InvalidTopP(t)) => {
-                    return refused(2, top_p.is_some(), Shown(t).to_string(), "in (0, 1]");
+                    return refused(2, own.top_p.is_some(), Shown(t).to_string(), "in (0, 1]");
                 }
                 Err(other) => return Err(Error::Usage(other.to_string())),
                 Ok(()) => {}

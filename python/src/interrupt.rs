@@ -119,16 +119,3 @@ impl Progress for OnThisThread {
         true
     }
 }
-
-/// Refuses, before a run starts, a result of `count` values of `T` that
-/// cannot be allocated now (`what` names it): a huge broadcast view can
-/// ask for more than memory holds, which would abort the interpreter.
-pub(crate) fn check_fits<T>(count: usize, what: &str) -> PyResult<()> {
-    let mut probe: Vec<T> = Vec::new();
-    probe.try_reserve_exact(count).map_err(|_| {
-        MdsdError::new_err(format!(
-            "{what}: {count} results of {} bytes each do not fit in memory; give fewer rows",
-            std::mem::size_of::<T>()
-        ))
-    })
-}

@@ -1,6 +1,7 @@
 //! Rows as they come from Python: numpy arrays `[..., V]` read in place,
-//! the settings every entry point takes, and `per_row`, which runs a
-//! function on every row on rayon's pool with the GIL released.
+//! the settings every entry point takes, `per_row`, which runs a function
+//! on every row on rayon's pool with the GIL released, and `check_fits`,
+//! which refuses a result that cannot be allocated before the run.
 
 use mdsd::core::{ProbabilityRow, Progress};
 use mdsd::logits::{FloatType, Values};
@@ -11,7 +12,7 @@ use pyo3::prelude::*;
 use rayon::prelude::*;
 
 use crate::errors::MdsdError;
-use crate::interrupt::{check_fits, interruptible};
+use crate::interrupt::interruptible;
 
 /// Rows of one side, in the float type they came in (read in place).
 enum Rows<'py> {
@@ -413,5 +414,18 @@ pub(crate) fn request(settings: Settings) -> PyResult<Request> {
         values: settings.values(),
         target: input.transform(mdsd::core::Side::Target),
         draft: input.transform(mdsd::core::Side::Draft),
+    })
+}
+
+/// Refuses, before a run starts, a result of `count` values of `T` that
+/// cannot be allocated now (`what` names it): a huge broadcast view can
+/// ask for more than memory holds, which would abort the interpreter.
+pub(crate) fn check_fits<T>(count: usize, what: &str) -> PyResult<()> {
+    let mut probe: Vec<T> = Vec::new();
+    probe.try_reserve_exact(count).map_err(|_| {
+        MdsdError::new_err(format!(
+            "{what}: {count} results of {} bytes each do not fit in memory; give fewer rows",
+            std::mem::size_of::<T>()
+        ))
     })
 }

@@ -10,8 +10,8 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::errors::{MdsdError, guarded};
-use crate::interrupt::{check_fits, interruptible};
-use crate::rows::{Settings, one_problem, request};
+use crate::interrupt::interruptible;
+use crate::rows::{Settings, check_fits, one_problem, request};
 
 /// What a verifier may be prepared with, by the names `solve` uses (unset
 /// ones take the defaults).

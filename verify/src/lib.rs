@@ -104,7 +104,7 @@ mod sequential;
 
 use mdsd_bounds::BoundError;
 use mdsd_convex::ConvexError;
-use mdsd_core::{CoreError, Method, SchemeKind, sample_index};
+use mdsd_core::{CoreError, Method, SchemeKind, sample_index_of_total};
 use mdsd_flow::FlowError;
 use mdsd_lp::LpError;
 use rand::RngCore;
@@ -232,6 +232,6 @@ pub trait Verifier: Send + Sync {
         if total.is_nan() || total <= 0.0 {
             return Err(VerifyError::EmptyLaw(drafts.to_vec()));
         }
-        Ok(law[sample_index(&weights, rng)].0)
+        Ok(law[sample_index_of_total(weights, total, rng)].0)
     }
 }

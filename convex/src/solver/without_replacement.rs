@@ -28,17 +28,13 @@ pub(super) fn solve(
     let (target, draft) = (problem.target(), &problem.drafts().drafts()[0]);
     let vocabulary = problem.vocab_size();
     on_support(target, draft, workspace, |(p, q), support, workspace| {
-        if support.len() < problem.drafts().n() {
-            // Tokens of subnormal draft probability are out of the
-            // programs, and the others are too few to draw n of.
-            let (token, _) = (draft.probs().iter().enumerate())
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .expect("a distribution has entries");
-            let rest = (draft.probs().iter().enumerate())
-                .filter(|&(y, _)| y != token)
-                .map(|(_, x)| x)
-                .sum();
-            return Err(ConvexError::DominantDraft { token, rest });
+        // One token holds q to the float's resolution: the others are of
+        // subnormal probability, out of the programs, and too few to draw
+        // n of; or 1 - q(top), which the inclusion laws divide by, rounds
+        // to 0.
+        let n = problem.drafts().n();
+        if support.len() < n || (support.len() > 1 && draft.probs().contains(&1.0)) {
+            return Err(dominant_draft(draft.probs()));
         }
         if support.len() == vocabulary {
             return solve_on_support(p, problem.drafts(), support, vocabulary, budget, workspace);
@@ -46,6 +42,19 @@ pub(super) fn solve(
         let drafts = DraftScheme::without_replacement(q.clone(), problem.drafts().n())?;
         solve_on_support(p, &drafts, support, vocabulary, budget, workspace)
     })
+}
+
+/// [`ConvexError::DominantDraft`] of a draft law: its most likely token,
+/// and the mass of the others.
+fn dominant_draft(q: &[f64]) -> ConvexError {
+    let (token, _) = (q.iter().enumerate())
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .expect("a distribution has entries");
+    let rest = (q.iter().enumerate())
+        .filter(|&(y, _)| y != token)
+        .map(|(_, x)| x)
+        .sum();
+    ConvexError::DominantDraft { token, rest }
 }
 
 /// `solve` on the problem restricted to the draft's support, whose first
@@ -59,19 +68,6 @@ fn solve_on_support(
     workspace: &mut Workspace,
 ) -> Result<ConvexSolution, ConvexError> {
     let slots = support.len();
-    let q_all = drafts.drafts()[0].probs();
-    if slots > 1
-        && let Some(token) = q_all[..slots].iter().position(|&x| x == 1.0)
-    {
-        let rest: f64 = (q_all[..slots].iter().enumerate())
-            .filter(|&(y, _)| y != token)
-            .map(|(_, x)| x)
-            .sum();
-        return Err(ConvexError::DominantDraft {
-            token: support[token],
-            rest,
-        });
-    }
     let bound = optimal_acceptance_wor(target, drafts)?;
     let (p, q) = (
         &target.probs()[..slots],
