@@ -1095,7 +1095,7 @@ fn independent_drafts_at_full_vocabulary_give_a_certified_interval() {
 }
 
 /// A negative number is the value of the option before it, in either
-/// spelling, and is then refused for what it is (it was taken for a flag
+/// spelling, and is then refused for what it is (never taken for a flag
 /// `-0` or `-3`); a transform is refused by the flag that set it, not by
 /// the rows it would have applied to.
 #[test]
