@@ -7,8 +7,8 @@
 //! measured on its own. `cargo bench -p mdsd-benches --bench block`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mdsd_core::ContextIndependent;
-use mdsd_verify::block::{PathSampler, prepare_block};
+use mdsd_core::{ContextIndependent, DraftShape};
+use mdsd_verify::block::{TreeSampler, prepare_block};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -22,20 +22,23 @@ fn block(c: &mut Criterion) {
     group.sample_size(30);
     for (name, paths) in [("token", 1), ("bv", 1), ("gbv", 1), ("gbv", PATHS)] {
         let verifier = prepare_block(name, &model, DEPTH).expect("a block method");
-        let sampler = PathSampler::new(&model, DEPTH).expect("depth within the model");
+        let shape = DraftShape::Paths(paths);
+        let sampler = TreeSampler::new(&model, DEPTH, &shape).expect("depth within the model");
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         // Warm the per-context caches.
-        let drafts = sampler.sample(paths, &mut rng);
+        let drafts = sampler.sample(&mut rng).expect("drafts");
         verifier.sample(&drafts, &mut rng).expect("valid paths");
         group.bench_function(format!("{name} K={paths} per block"), |b| {
             b.iter(|| {
-                let drafts = sampler.sample(paths, &mut rng);
+                let drafts = sampler.sample(&mut rng).expect("drafts");
                 verifier.sample(&drafts, &mut rng).expect("valid paths")
             })
         });
     }
-    let sampler = PathSampler::new(&model, DEPTH).expect("depth within the model");
-    let drafts = sampler.sample(PATHS, &mut ChaCha8Rng::seed_from_u64(2));
+    let sampler = TreeSampler::new(&model, DEPTH, &DraftShape::Paths(PATHS)).expect("the depth");
+    let drafts = sampler
+        .sample(&mut ChaCha8Rng::seed_from_u64(2))
+        .expect("drafts");
     group.bench_function(
         format!("gbv K={PATHS} first block (with the sort by p/q)"),
         |b| {

@@ -18,7 +18,8 @@
 //! by subsets). [`acceptance_upper_bound`] bounds any verifier by any H, and
 //! [`optimal_acceptance_batch`] runs many rows in parallel;
 //! [`optimal_acceptance_iid_interval`] bounds alpha* where only each side's
-//! top k entries are known. For many n at
+//! top k entries are known; [`block_upper_bound`] bounds blocks of K
+//! i.i.d. draft paths past the block LP's reach. For many n at
 //! once without certificates: [`optimal_acceptance_iid_many`], and
 //! [`optimal_acceptance_iid_rows`] for rows in a caller's buffer, checked
 //! in the same read of memory that buckets them.
@@ -35,6 +36,7 @@
 //! # Ok::<(), mdsd_bounds::BoundError>(())
 //! ```
 
+mod block;
 mod iid;
 mod independent;
 mod order;
@@ -52,6 +54,7 @@ use mdsd_core::{
 use rayon::prelude::*;
 use thiserror::Error;
 
+pub use block::{BlockBound, block_upper_bound};
 pub use iid::{
     IidAlgorithm, RATIO_BUCKETS, RatioBucketMasses, SELECTION_MIN_VOCAB,
     optimal_acceptance_iid_from_buckets, ratio_bucket, ratio_key_bucket, tokens_in_buckets,

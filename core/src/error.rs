@@ -108,7 +108,9 @@ pub enum CoreError {
         required: usize,
         found: usize,
     },
-    #[error("unknown draft scheme {0:?}: expected one of iid, wor, independent, greedy, hub")]
+    #[error(
+        "unknown draft scheme {0:?}: expected one of iid, wor, independent, greedy, hub, argmax, top"
+    )]
     UnknownScheme(String),
     #[error("token {token} is out of range for a vocabulary of {vocab_size} tokens")]
     TokenOutOfRange { token: usize, vocab_size: usize },

@@ -33,6 +33,7 @@ mod progress;
 mod scheme;
 mod size;
 mod solve;
+mod tree;
 
 pub use context::{
     ContextIndependent, ContextModel, MarkovModel, PositionalRows, Side, check_depth, check_tokens,
@@ -51,3 +52,4 @@ pub use scheme::{
 };
 pub use size::{Count, Shown, powi_count, saturating_pow};
 pub use solve::{Solution, Solve, Status, Summary};
+pub use tree::{DraftShape, TREE_CHILD_SCHEMES};

@@ -8,16 +8,17 @@
 //! sequences. With mass(u, y) summed over trees, that is, for every o,
 //! Σ_t mass(o^t, o_(t+1)) / p(o^(t+1)) = 1. The objective is E[t].
 //!
-//! Variables are indexed by draft tree (the set of distinct paths) rather
-//! than by ordered K-tuple of paths: tuples with the same set offer the same
-//! nodes, so pooling them changes neither the feasible output laws nor the
-//! optimum (split a pooled solution in proportion to the tuples' masses).
+//! Variables are indexed by the set of nodes a drawn tree offers rather
+//! than by ordered K-tuple of paths (or drawn static tree): draws with the
+//! same set offer the same nodes, so pooling them changes neither the
+//! feasible output laws nor the optimum (split a pooled solution in
+//! proportion to the draws' masses).
 //! With K = 1 this is the single-path LP, whose optimum block verification
 //! attains.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use mdsd_core::{ContextModel, check_depth, draft_paths, saturating_pow};
+use mdsd_core::{ContextModel, DraftShape, check_depth, saturating_pow};
 
 use crate::program::{LinearProgram, RowKind};
 use crate::{LpBackend, LpError, LpSolver};
@@ -52,11 +53,21 @@ impl LpSolver {
         depth: usize,
         paths: usize,
     ) -> Result<BlockLpSolution, LpError> {
+        self.solve_tree_block(model, depth, &DraftShape::paths(paths)?)
+    }
+
+    /// The block LP over draft trees of any shape: K i.i.d. paths, or static
+    /// trees (the verifier sees the tree, so a node drawn twice is offered
+    /// once). Refuses past the variable budget as [`LpSolver::solve_block`].
+    pub fn solve_tree_block(
+        &self,
+        model: &dyn ContextModel,
+        depth: usize,
+        shape: &DraftShape,
+    ) -> Result<BlockLpSolution, LpError> {
         mdsd_core::Solve::check_settings(self)?;
         check_depth(model, depth)?;
-        if paths == 0 {
-            return Err(mdsd_core::CoreError::NoDrafts.into());
-        }
+        shape.check_depth(depth)?;
         let v = model.vocab_size();
         let too_large = |size| LpError::BlockTooLarge {
             size,
@@ -70,12 +81,7 @@ impl LpSolver {
         if depth as u128 >= self.max_variables as u128 {
             return Err(too_large(depth as u128 + 1));
         }
-        let drafts = draft_paths(model, depth);
-        let tuples = saturating_pow(drafts.len() as u128, paths);
-        if tuples > self.max_variables as u128 {
-            return Err(too_large(tuples));
-        }
-        let trees = draft_trees(&drafts, paths);
+        let trees = node_sets(shape.enumerate(model, depth, self.max_variables)?, depth);
 
         // Output rows: one per length-(L+1) sequence with p(o) > 0, indexed
         // by the sequence read in base V.
@@ -86,14 +92,7 @@ impl LpSolver {
         let mut output_rows: Vec<Vec<(usize, f64)>> = vec![Vec::new(); sequences];
         let mut lp = LinearProgram::default();
         let mut mass_rows = Vec::with_capacity(trees.len());
-        for (tree, &prob) in &trees {
-            let nodes: BTreeSet<&[usize]> = tree
-                .iter()
-                .flat_map(|&i| {
-                    let path = &drafts[i].0;
-                    (0..=depth).map(move |t| &path[..t])
-                })
-                .collect();
+        for (nodes, &prob) in &trees {
             let mut vars = Vec::new();
             for node in nodes {
                 let p = model.target(model.context(node)).probs();
@@ -163,24 +162,21 @@ impl LpSolver {
     }
 }
 
-/// The draft trees of `paths` i.i.d. draws from `drafts`: each set of
-/// distinct path indices with the probability of the ordered tuples that
-/// give it.
-fn draft_trees(drafts: &[(Vec<usize>, f64)], paths: usize) -> BTreeMap<Vec<usize>, f64> {
-    let mut trees: BTreeMap<Vec<usize>, f64> = BTreeMap::new();
-    let mut index = vec![0; paths];
-    loop {
-        let prob: f64 = index.iter().map(|&i| drafts[i].1).product();
-        let set: BTreeSet<usize> = index.iter().copied().collect();
-        *trees.entry(set.into_iter().collect()).or_default() += prob;
-        match index.iter().rposition(|&i| i + 1 < drafts.len()) {
-            Some(k) => {
-                index[k] += 1;
-                index[k + 1..].iter_mut().for_each(|i| *i = 0);
-            }
-            None => return trees,
-        }
+/// The drawn trees pooled by the set of nodes they offer (every prefix of
+/// every path, the root included), with their total probability.
+fn node_sets(
+    trees: Vec<(Vec<Vec<usize>>, f64)>,
+    depth: usize,
+) -> BTreeMap<BTreeSet<Vec<usize>>, f64> {
+    let mut sets: BTreeMap<BTreeSet<Vec<usize>>, f64> = BTreeMap::new();
+    for (paths, prob) in trees {
+        let nodes = paths
+            .iter()
+            .flat_map(|path| (0..=depth).map(move |t| path[..t].to_vec()))
+            .collect();
+        *sets.entry(nodes).or_default() += prob;
     }
+    sets
 }
 
 /// The `length` base-`v` digits of `i`, most significant first.

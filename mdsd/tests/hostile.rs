@@ -75,7 +75,7 @@ fn huge_draft_and_path_counts_are_refused() {
     }
     refused(
         &with_pair(&["block", "--depth", "2", "--paths", "4294967296"]),
-        ">= 2^128",
+        "the set of a draft tree's paths has 4294967296 elements, above the limit",
     );
     refused(
         &with_pair(&[

@@ -90,8 +90,11 @@ def block_efficiency(model, prompts, depth, paths, methods=BLOCK_METHODS, *, sam
     pair (:func:`CallbackModel`), verified by every method on the same
     drafted trees with the same random numbers: ``token`` (token by token
     along the first path), ``bv`` (block verification), ``gbv`` (greedy
-    block verification), and any token-level verifier for i.i.d. drafts
-    composed over the tree (``specinfer``, ``optimal-convex``, ...).
+    block verification), ``traversal`` (Traversal Verification, one path),
+    ``hsd`` (HSD as its reference code verifies, not lossless), and any
+    token-level verifier for i.i.d. drafts composed over the tree
+    (``specinfer``, ``optimal-convex``, ...). Trees of other shapes are in
+    ``mdsd block --tree``.
 
     ``prompts`` is a list of token-id lists (or one list of ints); block b
     is drafted after ``prompts[b % len(prompts)]``. Sampled mode draws

@@ -165,3 +165,18 @@ def test_speculative_decoding_keeps_the_target_law(verifier, scheme):
     assert abs(measured - predicted) <= half_width, (run, half_width)
     if verifier == "optimal-convex":
         assert abs(run["predicted_tokens_per_target_call"] - 1.0 - run["alpha_star"]) < 1e-6
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+def test_traversal_and_hsd_through_callbacks(seed):
+    """On one path Traversal Verification is block verification (1e-12);
+    HSD as published is lossy on these context-dependent laws, and its
+    report shows it (docs/blocks.md)."""
+    laws = mdsd.MarkovLaws(3, 1, seed)
+    model = mdsd.CallbackModel(laws.target, laws.draft, 3, logits=False)
+    exact = mdsd.block_efficiency(model, [[]], 3, 1, ["bv", "traversal", "hsd"], samples=None)
+    bv, traversal, hsd = (exact.methods[m] for m in ("bv", "traversal", "hsd"))
+    assert abs(traversal.expected_accepted - bv.expected_accepted) < 1e-12
+    assert traversal.max_law_error < 1e-12
+    assert hsd.max_law_error > 1e-4
+    assert hsd.expected_accepted > bv.expected_accepted

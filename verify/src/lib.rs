@@ -181,6 +181,12 @@ pub enum VerifyError {
     },
     #[error("expected {expected} drafts, got {found}")]
     DraftCount { expected: usize, found: usize },
+    #[error("{method} does not apply to draft trees of shape {shape}: {reason}")]
+    ShapeNotSupported {
+        method: &'static str,
+        shape: String,
+        reason: &'static str,
+    },
     #[error("a draft path has {found} tokens; the block depth is {expected}")]
     PathLength { expected: usize, found: usize },
     #[error(

@@ -1,13 +1,17 @@
 //! `mdsd block`: expected accepted draft tokens of block-level verifiers
-//! (token by token, block verification, GBV, composed token-level
-//! verifiers) and the K-path LP optimum, exactly or by sampling.
+//! (token by token, block verification, GBV, Traversal Verification, HSD,
+//! composed token-level verifiers) on K i.i.d. paths or static trees, the
+//! block LP optimum and the closed-form bound, exactly or by sampling.
 
 use clap::Args;
 use mdsd::LpSolver;
 use mdsd::core::{
-    ContextIndependent, ContextModel, DEFAULT_ENUMERATION_LIMIT, MarkovModel, PositionalRows,
+    ContextIndependent, ContextModel, DEFAULT_ENUMERATION_LIMIT, DraftShape, MarkovModel,
+    PositionalRows, SchemeKind,
 };
-use mdsd::verify::block::{BlockReport, exact_block, prepare_block, sampled_block_with_progress};
+use mdsd::verify::block::{
+    BlockReport, exact_tree, prepare_tree_block, sampled_block_with_progress,
+};
 use serde_json::json;
 
 use super::input::InputArgs;
@@ -34,15 +38,29 @@ pub struct BlockArgs {
     /// Use L + 1 consecutive rows of --data, one per position.
     #[arg(long, requires = "data")]
     positional: bool,
-    /// Draft path length L.
-    #[arg(long, value_name = "L")]
-    depth: usize,
+    /// Draft path length L (with --tree, its number of depths).
+    #[arg(long, value_name = "L", required_unless_present = "tree")]
+    depth: Option<usize>,
     /// Number K of i.i.d. draft paths.
     #[arg(long, value_name = "K", default_value_t = 1)]
     paths: usize,
-    /// Comma-separated methods: token, bv, gbv, lp (the K-path LP optimum,
-    /// tiny instances) and token-level verifiers for iid drafts (specinfer,
-    /// kseq, ...) composed over the draft tree.
+    /// A static draft tree instead of --paths: the children of every node
+    /// at each depth, comma-separated (4,2,2,1); its length is the depth.
+    #[arg(
+        long,
+        value_name = "B,...",
+        value_delimiter = ',',
+        conflicts_with = "paths"
+    )]
+    tree: Option<Vec<usize>>,
+    /// How the children of a --tree node are drawn: iid, wor (without
+    /// replacement) or top (the draft's top-k, as EAGLE expands).
+    #[arg(long, value_name = "SCHEME", default_value = "wor", requires = "tree")]
+    children: String,
+    /// Comma-separated methods: token, bv, gbv, traversal, hsd, lp (the
+    /// block LP optimum, tiny instances), bound (the closed-form upper
+    /// bound of K i.i.d. paths) and token-level verifiers (specinfer,
+    /// rrs-wor, optimal-convex, deterministic, ...) composed over the tree.
     #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "token,bv,gbv")]
     methods: Vec<String>,
     #[command(flatten)]
@@ -52,10 +70,31 @@ pub struct BlockArgs {
     json: bool,
 }
 
+/// The depth and the shape of the draft trees from --depth, --paths,
+/// --tree and --children.
+fn shape(args: &BlockArgs) -> Result<(usize, DraftShape), Error> {
+    let invalid = |flag: &str| {
+        let what = flag.to_string();
+        move |source| Error::Invalid { what, source }
+    };
+    let Some(branching) = &args.tree else {
+        at_least_one("--paths", args.paths as u64)?;
+        let depth = args
+            .depth
+            .ok_or_else(|| Error::Usage("mdsd block needs --depth L (or --tree)".into()))?;
+        return Ok((depth, DraftShape::Paths(args.paths)));
+    };
+    let children: SchemeKind = args.children.parse().map_err(invalid("--children"))?;
+    let shape = DraftShape::tree(branching.clone(), children).map_err(invalid("--tree"))?;
+    let depth = args.depth.unwrap_or(branching.len());
+    shape.check_depth(depth).map_err(invalid("--tree"))?;
+    Ok((depth, shape))
+}
+
 pub fn run(args: &BlockArgs) -> Result<(), Error> {
     args.mode.check()?;
-    at_least_one("--paths", args.paths as u64)?;
-    let model = context_model(args)?;
+    let (depth, shape) = self::shape(args)?;
+    let model = context_model(args, depth)?;
     let model = model.as_ref();
     let mut reports = Vec::with_capacity(args.methods.len());
     // Sampling can run long (--samples is the user's to choose): a bar
@@ -64,36 +103,56 @@ pub fn run(args: &BlockArgs) -> Result<(), Error> {
     let total = samples.saturating_mul(args.methods.len() as u64);
     let bar = progress_bar(total, args.json || samples == 0);
     for name in &args.methods {
-        reports.push(if name == "lp" {
-            let lp = LpSolver::default()
-                .solve_block(model, args.depth, args.paths)
-                .map_err(Error::BlockLp)?;
-            BlockReport {
-                name: "lp".into(),
-                expected_accepted: lp.expected_accepted,
-                block_efficiency: lp.expected_accepted + 1.0,
-                max_law_error: Some(lp.max_law_error),
-                samples: None,
-                standard_error: None,
-                first_token_p_value: None,
-                tau_law: Vec::new(),
+        let reference = |name: &str, expected_accepted: f64, max_law_error| BlockReport {
+            name: name.into(),
+            expected_accepted,
+            block_efficiency: expected_accepted + 1.0,
+            max_law_error,
+            samples: None,
+            standard_error: None,
+            first_token_p_value: None,
+            tau_law: Vec::new(),
+        };
+        reports.push(match name.as_str() {
+            "lp" => {
+                let lp = LpSolver::default()
+                    .solve_tree_block(model, depth, &shape)
+                    .map_err(Error::BlockLp)?;
+                reference("lp", lp.expected_accepted, Some(lp.max_law_error))
             }
-        } else {
-            let verifier = prepare_block(name, model, args.depth)?;
-            match args.mode.samples {
-                Some(samples) => sampled_block_with_progress(
+            "bound" => {
+                let DraftShape::Paths(paths) = shape else {
+                    return Err(Error::Usage(
+                        "--methods bound: the closed-form bound is for K i.i.d. paths (--paths);                          on trees use lp where it runs"
+                            .into(),
+                    ));
+                };
+                let bound = mdsd::bounds::block_upper_bound(
                     model,
-                    verifier.as_ref(),
-                    (args.depth, args.paths, samples, args.mode.seed),
-                    &|done| bar.inc(done),
-                )?,
-                None => exact_block(
-                    model,
-                    verifier.as_ref(),
-                    args.depth,
-                    args.paths,
+                    depth,
+                    paths,
                     DEFAULT_ENUMERATION_LIMIT,
-                )?,
+                )
+                .map_err(|e| Error::Verify(Box::new(e.into())))?;
+                reference("bound", bound.expected_accepted, None)
+            }
+            _ => {
+                let verifier = prepare_tree_block(name, model, depth, &shape)?;
+                match args.mode.samples {
+                    Some(samples) => sampled_block_with_progress(
+                        model,
+                        verifier.as_ref(),
+                        (depth, &shape, samples, args.mode.seed),
+                        &|done| bar.inc(done),
+                    )?,
+                    None => exact_tree(
+                        model,
+                        verifier.as_ref(),
+                        depth,
+                        &shape,
+                        DEFAULT_ENUMERATION_LIMIT,
+                    )?,
+                }
             }
         });
     }
@@ -102,7 +161,7 @@ pub fn run(args: &BlockArgs) -> Result<(), Error> {
     if args.json {
         output::emit(&format!("{}\n", to_json(&reports, note)))?;
     } else {
-        let table = to_table(args, model.vocab_size(), &reports);
+        let table = to_table(args, (depth, &shape), model.vocab_size(), &reports);
         output::emit(&format!(
             "{table}{}",
             note.map_or(String::new(), |n| format!("note: {n}\n"))
@@ -118,7 +177,7 @@ const UNCONDITIONED: &str = "--data rows are next-token laws recorded along the 
      on their own drafts (that needs live models)";
 
 /// The context model from -p/-q, --markov or --data.
-fn context_model(args: &BlockArgs) -> Result<Box<dyn ContextModel>, Error> {
+fn context_model(args: &BlockArgs, depth: usize) -> Result<Box<dyn ContextModel>, Error> {
     let invalid = |what: &str| {
         let what = what.to_string();
         move |source| Error::Invalid { what, source }
@@ -146,7 +205,7 @@ fn context_model(args: &BlockArgs) -> Result<Box<dyn ContextModel>, Error> {
     // position, or with --positional rows --row..=--row+L one per position.
     // Rows of -p/-q are positions already.
     if args.input.input().is_data() {
-        let count = if args.positional { args.depth + 1 } else { 1 };
+        let count = if args.positional { depth + 1 } else { 1 };
         pairs = pairs.select(mdsd::logits::RowSelection {
             first: args.input.input().first_row(),
             count: Some(count),
@@ -202,7 +261,12 @@ fn to_json(reports: &[BlockReport], note: Option<&str>) -> String {
     json!({ "methods": methods, "note": note }).to_string()
 }
 
-fn to_table(args: &BlockArgs, vocab_size: usize, reports: &[BlockReport]) -> String {
+fn to_table(
+    args: &BlockArgs,
+    (depth, shape): (usize, &DraftShape),
+    vocab_size: usize,
+    reports: &[BlockReport],
+) -> String {
     // Exact rows check the output's law (its largest error), sampled rows
     // the first token's law (Pearson's chi-square p-value).
     let (mode, check) = match args.mode.samples {
@@ -210,15 +274,20 @@ fn to_table(args: &BlockArgs, vocab_size: usize, reports: &[BlockReport]) -> Str
         None => ("exact enumeration".into(), "law error"),
     };
     let mut out = format!(
-        "V = {vocab_size}, depth L = {}, K = {} paths, {mode}\n{:<12}  {:>16}  {:>16}  {:>12}  {:>14}\n",
-        args.depth, args.paths, "method", "E[accepted]", "block eff.", "std. error", check
+        "V = {vocab_size}, depth L = {depth}, {}, {mode}\n{:<14}  {:>16}  {:>16}  {:>12}  {:>14}\n",
+        shape.describe(),
+        "method",
+        "E[accepted]",
+        "block eff.",
+        "std. error",
+        check
     );
     let cell = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3e}"));
     let sampled = reports.iter().any(|r| r.standard_error.is_some());
     for r in reports {
         let check = r.max_law_error.or(r.first_token_p_value);
         out += &format!(
-            "{:<12}  {:>16.12}  {:>16.12}  {:>12}  {:>14}\n",
+            "{:<14}  {:>16.12}  {:>16.12}  {:>12}  {:>14}\n",
             r.name,
             r.expected_accepted,
             r.block_efficiency,
@@ -234,7 +303,7 @@ fn to_table(args: &BlockArgs, vocab_size: usize, reports: &[BlockReport]) -> Str
         );
     }
     // The law of tau and the acceptance per depth, for tree budgeting.
-    let depths: String = (0..=args.depth)
+    let depths: String = (0..=depth)
         .map(|d| format!("{:>9}", format!("d={d}")))
         .collect();
     out += &format!("\n{:<24}{depths}\n", "P(tau = d)");

@@ -1,16 +1,16 @@
 //! Tree composition of a token-level verifier: walk down the draft tree,
-//! and at each node apply the verifier to the next tokens of the paths
-//! through it (m i.i.d. draws from q(. | node), m >= 1). An output among
-//! them moves to that child with the paths that continue with it; any
-//! other output is the correction. At depth L the correction is drawn from
-//! p. Lossless whenever the token-level verifier is, since given the node
-//! and m the next tokens are i.i.d. from q(. | node), whatever happened
-//! above.
+//! and at each node apply the verifier to the drafts at it (m draws from
+//! q(. | node) by the tree's child scheme: i.i.d., without replacement or
+//! top-k). An output among them moves to that child with the paths that
+//! continue with it; any other output is the correction. At depth L the
+//! correction is drawn from p. Lossless whenever the token-level verifier
+//! is, since given the node and m the drafts at it have the scheme's law
+//! from q(. | node), whatever happened above.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use mdsd_core::{ContextModel, DraftScheme, Problem, sample_index};
+use mdsd_core::{DraftScheme, Problem, sample_index};
 use rand::RngCore;
 
 use super::path::push_corrections;
@@ -26,19 +26,15 @@ pub struct Composed<'m> {
 }
 
 impl<'m> Composed<'m> {
-    /// `verifier` must support iid drafts: the paths through a node draw
-    /// their next tokens i.i.d. from the node's draft law.
-    pub fn new(
-        verifier: VerifierKind,
-        model: &'m dyn ContextModel,
-        depth: usize,
-    ) -> Result<Self, VerifyError> {
-        let block = Block::new(model, depth)?;
-        verifier.check_scheme(mdsd_core::SchemeKind::Iid)?;
+    /// `verifier` must support the scheme of the drafts at a node: iid for
+    /// i.i.d. paths and children, wor or top for those children.
+    pub fn new(verifier: VerifierKind, block: Block<'m>) -> Result<Self, VerifyError> {
+        verifier.check_scheme(block.shape.node_scheme())?;
+        let prepared = PerContext::new(block.model);
         Ok(Self {
             verifier,
             block,
-            prepared: PerContext::new(model),
+            prepared,
         })
     }
 
@@ -58,10 +54,12 @@ impl<'m> Composed<'m> {
         if let Some(verifier) = cached {
             return Ok(verifier);
         }
-        let problem = Problem::new(
-            model.target(context).clone(),
-            DraftScheme::iid(model.draft(context).clone(), m)?,
+        let scheme = DraftScheme::new(
+            self.block.shape.node_scheme(),
+            vec![model.draft(context).clone()],
+            m,
         )?;
+        let problem = Problem::new(model.target(context).clone(), scheme)?;
         let verifier: Arc<dyn Verifier> = Arc::from(self.verifier.prepare(&problem)?);
         cache
             .lock()
@@ -90,7 +88,7 @@ impl<'m> Composed<'m> {
             push_corrections(out, prefix, mass, p);
             return Ok(());
         }
-        let drafts: Vec<usize> = alive.iter().map(|&i| paths[i][d]).collect();
+        let drafts = self.block.shape.node_drafts(paths, alive, d);
         for (y, w) in self.at(prefix, drafts.len())?.conditional(&drafts)? {
             if drafts.contains(&y) {
                 let next: Vec<usize> = alive
@@ -132,7 +130,7 @@ impl BlockVerifier for Composed<'_> {
         let mut out = Vec::with_capacity(self.block.depth + 1);
         while out.len() < self.block.depth {
             let d = out.len();
-            let drafts: Vec<usize> = alive.iter().map(|&i| paths[i][d]).collect();
+            let drafts = self.block.shape.node_drafts(paths, &alive, d);
             let y = self.at(&out, drafts.len())?.sample(&drafts, rng)?;
             out.push(y);
             if !drafts.contains(&y) {

@@ -23,7 +23,7 @@
 //! the root all at K; after choosing x it moves to the number j of paths
 //! whose next token is x (`next_counts`).
 
-use mdsd_core::{ContextModel, CoreError, Instead};
+use mdsd_core::{ContextModel, CoreError, DraftShape, Instead};
 use rand::RngCore;
 
 use super::path::{BlockVerify, PathDraft};
@@ -115,11 +115,18 @@ pub struct GreedyBlockVerification<'m> {
 }
 
 impl<'m> GreedyBlockVerification<'m> {
-    pub fn new(model: &'m dyn ContextModel, depth: usize) -> Result<Self, VerifyError> {
-        Ok(Self {
-            block: Block::new(model, depth)?,
-            preferences: PerContext::new(model),
-        })
+    /// GBV reads K i.i.d. paths: its skewed law is that of the greedy path
+    /// among them.
+    pub fn new(block: Block<'m>) -> Result<Self, VerifyError> {
+        if !matches!(block.shape, DraftShape::Paths(_)) {
+            return Err(VerifyError::ShapeNotSupported {
+                method: "gbv",
+                shape: block.shape.describe(),
+                reason: "its skewed draft law is that of the greedy path among K i.i.d. paths",
+            });
+        }
+        let preferences = PerContext::new(block.model);
+        Ok(Self { block, preferences })
     }
 
     /// The paths' check, and GBV's own cap on their number.
@@ -319,7 +326,8 @@ mod tests {
             law(vec![2.0 / 3.0, 1.0 / 3.0]),
         )
         .unwrap();
-        let gbv = GreedyBlockVerification::new(&model, 2).unwrap();
+        let block = Block::new(&model, 2, &DraftShape::Paths(2)).unwrap();
+        let gbv = GreedyBlockVerification::new(block).unwrap();
         let close =
             |a: &[f64], b: [f64; 2]| (a[0] - b[0]).abs() < 1e-15 && (a[1] - b[1]).abs() < 1e-15;
         // Both paths start with token 1: the root law, then after token 1.

@@ -3,14 +3,14 @@
 use std::collections::HashMap;
 
 use mdsd_core::{
-    ContextModel, CoreError, CumulativeDistribution, Instead, Method, Progress, check_depth,
-    draft_paths, saturating_pow,
+    ContextModel, CoreError, CumulativeDistribution, DraftSampler, DraftShape, Instead, Method,
+    Progress, check_depth, saturating_pow,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::{Block, BlockVerifier, PerContext};
+use super::{BlockVerifier, PerContext};
 use crate::VerifyError;
 use crate::sampling::goodness_of_fit;
 
@@ -60,10 +60,7 @@ impl BlockReport {
     }
 }
 
-/// Exact mode: enumerates every ordered K-tuple of draft paths of `depth`
-/// tokens (at most `limit` tuples, and at most `limit` sequences of length
-/// L + 1), mixes the verifier's output laws, extends each output by the
-/// target's laws to length L + 1 and compares with p.
+/// Exact mode for K i.i.d. paths: [`exact_tree`] with [`DraftShape::Paths`].
 pub fn exact_block(
     model: &dyn ContextModel,
     verifier: &dyn BlockVerifier,
@@ -71,13 +68,22 @@ pub fn exact_block(
     paths: usize,
     limit: usize,
 ) -> Result<BlockReport, VerifyError> {
+    exact_tree(model, verifier, depth, &DraftShape::paths(paths)?, limit)
+}
+
+/// Exact mode: enumerates every draft tree of `shape` (ordered K-tuples of
+/// paths, or static trees with their children in draw order; at most
+/// `limit` trees, and at most `limit` sequences of length L + 1), mixes the
+/// verifier's output laws, extends each output by the target's laws to
+/// length L + 1 and compares with p.
+pub fn exact_tree(
+    model: &dyn ContextModel,
+    verifier: &dyn BlockVerifier,
+    depth: usize,
+    shape: &DraftShape,
+    limit: usize,
+) -> Result<BlockReport, VerifyError> {
     check_depth(model, depth)?;
-    if paths == 0 {
-        return Err(VerifyError::DraftCount {
-            expected: 1,
-            found: 0,
-        });
-    }
     let v = model.vocab_size() as u128;
     let too_large = |what, size| CoreError::TooLarge {
         what,
@@ -93,32 +99,17 @@ pub fn exact_block(
     if depth as u128 > limit as u128 {
         return Err(too_large("a draft path", depth as u128).into());
     }
-    let drafts = draft_paths(model, depth);
-    let tuples = saturating_pow(drafts.len() as u128, paths);
-    if tuples > limit as u128 {
-        return Err(too_large("the set of draft path tuples", tuples).into());
-    }
+    let trees = shape.enumerate(model, depth, limit)?;
     let mut outputs: HashMap<Vec<usize>, f64> = HashMap::new();
     let mut expected_accepted = 0.0;
     let mut tau_law = vec![0.0; depth + 1];
-    let mut index = vec![0; paths];
-    loop {
-        let tuple: Vec<Vec<usize>> = index.iter().map(|&i| drafts[i].0.clone()).collect();
-        let prob: f64 = index.iter().map(|&i| drafts[i].1).product();
-        for (seq, w) in verifier.law(&tuple)? {
+    for (tree, prob) in &trees {
+        for (seq, w) in verifier.law(tree)? {
             mdsd_core::check_tokens(&seq, model.vocab_size())?;
             check_output_length(&seq, depth)?;
             expected_accepted += prob * w * (seq.len() - 1) as f64;
             tau_law[seq.len() - 1] += prob * w;
             *outputs.entry(seq).or_default() += prob * w;
-        }
-        // The next tuple, odometer order.
-        match index.iter().rposition(|&i| i + 1 < drafts.len()) {
-            Some(k) => {
-                index[k] += 1;
-                index[k + 1..].iter_mut().for_each(|i| *i = 0);
-            }
-            None => break,
         }
     }
     let mut law = vec![0.0; sequences as usize];
@@ -174,37 +165,88 @@ fn extend(model: &dyn ContextModel, length: usize, seq: Vec<usize>, mass: f64, l
     }
 }
 
-/// Draws draft paths from a context model in O(L log V) per path, with one
-/// cumulative distribution per context built on first use.
-pub struct PathSampler<'m> {
-    block: Block<'m>,
+/// Draws draft trees from a context model: K i.i.d. paths in O(L log V)
+/// per path, static trees by their child scheme, with one prepared sampler
+/// per context (and depth, for trees) built on first use.
+pub struct TreeSampler<'m> {
+    model: &'m dyn ContextModel,
+    depth: usize,
+    shape: DraftShape,
     cumulative: PerContext<CumulativeDistribution>,
+    /// Static trees: the children's sampler per depth and context.
+    children: Vec<PerContext<Result<DraftSampler, CoreError>>>,
 }
 
-impl<'m> PathSampler<'m> {
-    pub fn new(model: &'m dyn ContextModel, depth: usize) -> Result<Self, VerifyError> {
+impl<'m> TreeSampler<'m> {
+    pub fn new(
+        model: &'m dyn ContextModel,
+        depth: usize,
+        shape: &DraftShape,
+    ) -> Result<Self, VerifyError> {
+        check_depth(model, depth)?;
+        shape.check_depth(depth)?;
+        let children = match shape {
+            DraftShape::Paths(_) => Vec::new(),
+            DraftShape::Tree { .. } => (0..depth).map(|_| PerContext::new(model)).collect(),
+        };
         Ok(Self {
-            block: Block::new(model, depth)?,
+            model,
+            depth,
+            shape: shape.clone(),
             cumulative: PerContext::new(model),
+            children,
         })
     }
 
-    /// `paths` i.i.d. draft paths.
-    pub fn sample<R: Rng + ?Sized>(&self, paths: usize, rng: &mut R) -> Vec<Vec<usize>> {
-        (0..paths)
-            .map(|_| {
-                let model = self.block.model;
-                let mut path = Vec::with_capacity(self.block.depth);
-                for _ in 0..self.block.depth {
-                    let context = model.context(&path);
-                    let law = self.cumulative.get(context, || {
-                        CumulativeDistribution::new(model.draft(context).probs())
-                    });
-                    path.push(law.sample(rng));
-                }
-                path
-            })
-            .collect()
+    /// One draft tree, as its root-to-leaf paths in draw order.
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> Result<Vec<Vec<usize>>, VerifyError> {
+        let model = self.model;
+        match self.shape {
+            DraftShape::Paths(k) => Ok((0..k)
+                .map(|_| {
+                    let mut path = Vec::with_capacity(self.depth);
+                    for _ in 0..self.depth {
+                        let context = model.context(&path);
+                        let law = self.cumulative.get(context, || {
+                            CumulativeDistribution::new(model.draft(context).probs())
+                        });
+                        path.push(law.sample(rng));
+                    }
+                    path
+                })
+                .collect()),
+            DraftShape::Tree { .. } => {
+                let mut paths = Vec::new();
+                self.subtree(&mut Vec::new(), &mut paths, rng)?;
+                Ok(paths)
+            }
+        }
+    }
+
+    /// Appends the leaves below `prefix`, children in draw order.
+    fn subtree<R: Rng + ?Sized>(
+        &self,
+        prefix: &mut Vec<usize>,
+        paths: &mut Vec<Vec<usize>>,
+        rng: &mut R,
+    ) -> Result<(), VerifyError> {
+        let d = prefix.len();
+        if d == self.depth {
+            paths.push(prefix.clone());
+            return Ok(());
+        }
+        let context = self.model.context(prefix);
+        let sampler = self.children[d].get(context, || {
+            let scheme = self.shape.node_children(self.model.draft(context), d)?;
+            Ok(DraftSampler::new(&scheme.expect("a static tree")))
+        });
+        let sampler = sampler.as_ref().map_err(|e| e.clone())?;
+        for child in sampler.sample(rng) {
+            prefix.push(child);
+            self.subtree(prefix, paths, rng)?;
+            prefix.pop();
+        }
+        Ok(())
     }
 }
 
@@ -216,8 +258,8 @@ const CHUNK: u64 = 1 << 10;
 pub const SAMPLED_TREE_LIMIT: u128 = 100_000_000;
 
 /// [`CoreError::TooLarge`] past [`SAMPLED_TREE_LIMIT`] tokens in a tree.
-pub(crate) fn check_tree_size(paths: usize, depth: usize) -> Result<(), CoreError> {
-    let tree = (paths as u128).saturating_mul(depth as u128);
+pub(crate) fn check_tree_size(paths: u128, depth: usize) -> Result<(), CoreError> {
+    let tree = paths.saturating_mul(depth as u128);
     if tree > SAMPLED_TREE_LIMIT {
         return Err(CoreError::TooLarge {
             what: "a draft tree (paths x depth tokens)",
@@ -229,7 +271,7 @@ pub(crate) fn check_tree_size(paths: usize, depth: usize) -> Result<(), CoreErro
     Ok(())
 }
 
-/// Sampled mode: `samples` seeded blocks of `paths` draft paths, in
+/// Sampled mode: `samples` seeded blocks of `paths` i.i.d. draft paths, in
 /// parallel; the same seed gives the same report.
 pub fn sampled_block(
     model: &dyn ContextModel,
@@ -239,27 +281,28 @@ pub fn sampled_block(
     samples: u64,
     seed: u64,
 ) -> Result<BlockReport, VerifyError> {
-    let shape = (depth, paths, samples, seed);
-    sampled_block_with_progress(model, verifier, shape, &|_| {})
+    let shape = DraftShape::paths(paths)?;
+    sampled_block_with_progress(model, verifier, (depth, &shape, samples, seed), &|_| {})
 }
 
-/// [`sampled_block`] with its (depth, paths, samples, seed) in one tuple,
-/// telling `progress` of each parallel task of blocks as it completes
-/// (from any thread) and stopping when it asks before a task.
+/// Sampled mode on draft trees of any shape, with its (depth, shape,
+/// samples, seed) in one tuple, telling `progress` of each parallel task
+/// of blocks as it completes (from any thread) and stopping when it asks
+/// before a task.
 pub fn sampled_block_with_progress(
     model: &dyn ContextModel,
     verifier: &dyn BlockVerifier,
-    (depth, paths, samples, seed): (usize, usize, u64, u64),
+    (depth, shape, samples, seed): (usize, &DraftShape, u64, u64),
     progress: &dyn Progress,
 ) -> Result<BlockReport, VerifyError> {
-    if paths == 0 || samples == 0 {
+    if samples == 0 {
         return Err(VerifyError::DraftCount {
             expected: 1,
             found: 0,
         });
     }
-    check_tree_size(paths, depth)?;
-    let sampler = PathSampler::new(model, depth)?;
+    check_tree_size(shape.leaves(), depth)?;
+    let sampler = TreeSampler::new(model, depth, shape)?;
     let chunks = samples.div_ceil(CHUNK);
     let (sum, sum_squares, first_tokens, tau_counts) = (0..chunks)
         .into_par_iter()
@@ -272,7 +315,7 @@ pub fn sampled_block_with_progress(
             let mut tau_counts = vec![0u64; depth + 1];
             let task = CHUNK.min(samples - chunk * CHUNK);
             for _ in 0..task {
-                let drafts = sampler.sample(paths, &mut rng);
+                let drafts = sampler.sample(&mut rng)?;
                 let out = verifier.sample(&drafts, &mut rng)?;
                 mdsd_core::check_tokens(&out, model.vocab_size())?;
                 check_output_length(&out, depth)?;

@@ -522,7 +522,7 @@ fn check_live(
     if depth == 0 {
         return Err(CoreError::ZeroDepth.into());
     }
-    check_tree_size(paths, depth)?;
+    check_tree_size(paths as u128, depth)?;
     for prompt in prompts {
         mdsd_core::check_tokens(prompt, model.vocab_size())?;
     }

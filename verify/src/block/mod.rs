@@ -13,8 +13,16 @@
 //!   min(1, p/q), ties to the earliest path), verified by block
 //!   verification against that path's own (skewed) draft law.
 //! * [`Composed`]: any token-level [`Verifier`](crate::Verifier) walked down
-//!   the draft tree, applied at each node to the next tokens of the paths
-//!   through it.
+//!   the draft tree, applied at each node to the drafts at it.
+//! * [`TraversalVerification`] (Weng et al.): leaf-to-root verification of
+//!   a tree with children drawn without replacement (or of one path), with
+//!   sequence-level acceptance; block verification on one path.
+//! * [`HierarchicalVerification`] (HSD, Zhou et al.): as its authors'
+//!   reference code verifies one path; not lossless (`docs/blocks.md`).
+//!
+//! A drawn tree is given as its root-to-leaf paths ([`DraftShape`]): K
+//! i.i.d. paths, or a static tree of children drawn i.i.d., without
+//! replacement or as the draft's top-k.
 //!
 //! Every block verifier gives the exact law of its output ([`BlockVerifier::law`]);
 //! [`exact_block`] enumerates all draft trees and reports E(tau) and the
@@ -42,12 +50,14 @@
 mod compose;
 mod gbv;
 mod harness;
+mod hsd;
 mod live;
 mod path;
+mod traversal;
 
 use std::sync::OnceLock;
 
-use mdsd_core::{ContextModel, sample_index};
+use mdsd_core::{ContextModel, DraftShape, sample_index};
 use rand::RngCore;
 
 use crate::VerifyError;
@@ -55,13 +65,15 @@ use crate::VerifyError;
 pub use compose::Composed;
 pub use gbv::GreedyBlockVerification;
 pub use harness::{
-    BlockReport, PathSampler, SAMPLED_TREE_LIMIT, exact_block, sampled_block,
+    BlockReport, SAMPLED_TREE_LIMIT, TreeSampler, exact_block, exact_tree, sampled_block,
     sampled_block_with_progress,
 };
+pub use hsd::HierarchicalVerification;
 pub use live::{
     CachedModel, LiveModel, LiveReport, LiveSettings, exact_live_blocks, sampled_live_blocks,
 };
 pub use path::{BlockVerification, TokenByToken};
+pub use traversal::TraversalVerification;
 
 /// The law of a block's output: `(sequence, probability)` pairs, each
 /// sequence the accepted draft tokens followed by one target token.
@@ -91,42 +103,88 @@ pub trait BlockVerifier: Sync {
 
 /// The block methods by name, besides the token-level verifiers that
 /// [`Composed`] walks down the tree.
-pub const BLOCK_METHODS: [&str; 3] = ["token", "bv", "gbv"];
+pub const BLOCK_METHODS: [&str; 5] = ["token", "bv", "gbv", "traversal", "hsd"];
 
-/// Prepares a block verifier by name: `token`, `bv`, `gbv`, or the name of
-/// a token-level verifier for iid drafts, composed over the tree.
+/// Prepares a block verifier of K i.i.d. draft paths (any K) by name:
+/// `token`, `bv`, `gbv`, `traversal` (one path), `hsd`, or the name of a
+/// token-level verifier for iid drafts, composed over the tree.
 pub fn prepare_block<'m>(
     name: &str,
     model: &'m dyn ContextModel,
     depth: usize,
 ) -> Result<Box<dyn BlockVerifier + 'm>, VerifyError> {
-    mdsd_core::check_depth(model, depth)?;
+    prepare_tree_block(name, model, depth, &DraftShape::Paths(1))
+}
+
+/// [`prepare_block`] for draft trees of `shape`; refuses a method that
+/// does not apply to it (GBV reads i.i.d. paths, traversal children drawn
+/// without replacement, single-path methods a drawn first path).
+pub fn prepare_tree_block<'m>(
+    name: &str,
+    model: &'m dyn ContextModel,
+    depth: usize,
+    shape: &DraftShape,
+) -> Result<Box<dyn BlockVerifier + 'm>, VerifyError> {
+    let block = Block::new(model, depth, shape)?;
     Ok(match name {
-        "token" => Box::new(TokenByToken::new(model, depth)?),
-        "bv" => Box::new(BlockVerification::new(model, depth)?),
-        "gbv" => Box::new(GreedyBlockVerification::new(model, depth)?),
-        _ => Box::new(Composed::new(name.parse()?, model, depth)?),
+        "token" => Box::new(TokenByToken::new(block)?),
+        "bv" => Box::new(BlockVerification::new(block)?),
+        "gbv" => Box::new(GreedyBlockVerification::new(block)?),
+        "traversal" => Box::new(TraversalVerification::new(block)?),
+        "hsd" => Box::new(HierarchicalVerification::new(block)?),
+        _ => Box::new(Composed::new(name.parse()?, block)?),
     })
 }
 
-/// What every block verifier is prepared for: a context model and a depth
-/// it has laws for.
-#[derive(Clone, Copy)]
-pub(crate) struct Block<'m> {
+/// What every block verifier is prepared for: a context model, a depth it
+/// has laws for, and the shape of the draft trees.
+#[derive(Clone)]
+pub struct Block<'m> {
     model: &'m dyn ContextModel,
     depth: usize,
+    shape: DraftShape,
 }
 
 impl<'m> Block<'m> {
-    pub(crate) fn new(model: &'m dyn ContextModel, depth: usize) -> Result<Self, VerifyError> {
+    /// Checks the depth against the model and the shape. For i.i.d. paths
+    /// the verifiers take any number of paths.
+    pub fn new(
+        model: &'m dyn ContextModel,
+        depth: usize,
+        shape: &DraftShape,
+    ) -> Result<Self, VerifyError> {
         mdsd_core::check_depth(model, depth)?;
-        Ok(Self { model, depth })
+        shape.check_depth(depth)?;
+        Ok(Self {
+            model,
+            depth,
+            shape: shape.clone(),
+        })
     }
 
-    /// Checks draft paths: at least one, each `depth` tokens below V, each
-    /// with positive draft probability.
+    /// Checks draft paths: at least one (a tree's count of leaves), each
+    /// `depth` tokens below V, each with positive draft probability.
     fn check(&self, paths: &[Vec<usize>]) -> Result<(), VerifyError> {
+        if !paths.is_empty() && !self.shape.holds_paths(paths.len()) {
+            return Err(VerifyError::DraftCount {
+                expected: self.shape.leaves() as usize,
+                found: paths.len(),
+            });
+        }
         check_paths(self.model, self.depth, paths)
+    }
+
+    /// Refuses `method` unless the first path of a drawn tree is a draw
+    /// from the draft (it is not under top-k children).
+    fn first_path_drawn(&self, method: &'static str) -> Result<(), VerifyError> {
+        if self.shape.first_path_is_drawn() {
+            return Ok(());
+        }
+        Err(VerifyError::ShapeNotSupported {
+            method,
+            shape: self.shape.describe(),
+            reason: "it verifies one path drawn from the draft, and top-k children are not drawn",
+        })
     }
 }
 

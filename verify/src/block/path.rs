@@ -164,6 +164,15 @@ impl<'a, D: PathDraft> BlockVerify<'a, D> {
     }
 }
 
+/// The target's and the draft's laws after `prefix`.
+pub(crate) fn laws_after<'a>(
+    model: &'a dyn ContextModel,
+    prefix: &[usize],
+) -> (&'a [f64], &'a [f64]) {
+    let context = model.context(prefix);
+    (model.target(context).probs(), model.draft(context).probs())
+}
+
 /// A uniform draw in [0, 1).
 pub(crate) fn uniform(rng: &mut dyn RngCore) -> f64 {
     use rand::Rng;
@@ -186,8 +195,9 @@ pub(crate) fn push_corrections(out: &mut BlockLaw, accepted: &[usize], mass: f64
 pub struct BlockVerification<'m>(Block<'m>);
 
 impl<'m> BlockVerification<'m> {
-    pub fn new(model: &'m dyn ContextModel, depth: usize) -> Result<Self, VerifyError> {
-        Ok(Self(Block::new(model, depth)?))
+    pub fn new(block: Block<'m>) -> Result<Self, VerifyError> {
+        block.first_path_drawn("bv")?;
+        Ok(Self(block))
     }
 
     fn verify<'a>(&'a self, path: &'a [usize]) -> BlockVerify<'a, ModelDraft<'a>> {
@@ -220,14 +230,13 @@ impl BlockVerifier for BlockVerification<'_> {
 pub struct TokenByToken<'m>(Block<'m>);
 
 impl<'m> TokenByToken<'m> {
-    pub fn new(model: &'m dyn ContextModel, depth: usize) -> Result<Self, VerifyError> {
-        Ok(Self(Block::new(model, depth)?))
+    pub fn new(block: Block<'m>) -> Result<Self, VerifyError> {
+        block.first_path_drawn("token")?;
+        Ok(Self(block))
     }
 
     fn laws(&self, prefix: &[usize]) -> (&'m [f64], &'m [f64]) {
-        let model = self.0.model;
-        let context = model.context(prefix);
-        (model.target(context).probs(), model.draft(context).probs())
+        laws_after(self.0.model, prefix)
     }
 }
 

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""The tables of docs/blocks.md: E[tau] of every block method against the
+block LP or the interval [best lossless method, bound], by `mdsd block`
+(exact enumeration). Usage: scripts/block_tables.py [path/to/mdsd]."""
+
+import json
+import subprocess
+import sys
+
+MDSD = sys.argv[1] if len(sys.argv) > 1 else "target/release/mdsd"
+TOY = ["-p", "0.3333333333333333,0.6666666666666667", "-q", "0.6666666666666667,0.3333333333333333"]
+PATH_METHODS = ["token", "bv", "gbv", "traversal", "hsd", "specinfer", "optimal-convex"]
+LOSSY = {"hsd"}
+
+
+def run(laws, shape, methods):
+    """One method at a time: a method that does not apply, or an LP past
+    its budget, leaves its cell empty."""
+    out = {}
+    for method in methods:
+        cmd = [MDSD, "block", *laws, *shape, "--methods", method, "--json"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode == 0:
+            report = json.loads(done.stdout)["methods"][0]
+            out[method] = (report["expected_accepted"], report["max_law_error"])
+    return out
+
+
+def cell(value):
+    return "" if value is None else f"{value[0]:.4f}" + (" (lossy)" if value[1] and value[1] > 1e-9 else "")
+
+
+def optimum(row):
+    if "lp" in row:
+        return f"{row['lp'][0]:.4f} (LP)"
+    lossless = [v[0] for k, v in row.items() if k not in LOSSY | {"bound"} and (v[1] or 0) < 1e-9]
+    if "bound" in row and lossless:
+        return f"[{max(lossless):.4f}, {row['bound'][0]:.4f}]"
+    return ""
+
+
+def path_table(title, laws):
+    print(f"\n{title}\n")
+    print("| L | K | " + " | ".join(PATH_METHODS) + " | optimum |")
+    print("|---|---|" + "---|" * (len(PATH_METHODS) + 1))
+    for depth in (2, 4):
+        for k in (1, 2, 4):
+            row = run(laws, ["--depth", str(depth), "--paths", str(k)], PATH_METHODS + ["lp", "bound"])
+            cells = [cell(row.get(m)) for m in PATH_METHODS]
+            print(f"| {depth} | {k} | " + " | ".join(cells) + f" | {optimum(row)} |")
+
+
+def tree_table(title, laws):
+    methods = ["bv", "traversal", "specinfer", "rrs-wor", "optimal-convex", "deterministic"]
+    print(f"\n{title}\n")
+    print("| tree | children | " + " | ".join(methods) + " | LP |")
+    print("|---|---|" + "---|" * (len(methods) + 1))
+    for tree in ("2,1", "2,2", "3,1", "2,1,1"):
+        for children in ("iid", "wor", "top"):
+            row = run(laws, ["--tree", tree, "--children", children], methods + ["lp"])
+            cells = [cell(row.get(m)) for m in methods]
+            lp = f"{row['lp'][0]:.4f}" if "lp" in row else ""
+            print(f"| {tree} | {children} | " + " | ".join(cells) + f" | {lp} |")
+
+
+path_table("The toy of docs/TEST_VECTORS.md:", TOY)
+for seed in (1, 2):
+    path_table(f"Markov model `--markov {seed} --markov-vocab 2 --order 1`:",
+               ["--markov", str(seed), "--markov-vocab", "2", "--order", "1"])
+tree_table("Trees on `--markov 3 --markov-vocab 3 --order 1`:",
+           ["--markov", "3", "--markov-vocab", "3", "--order", "1"])
