@@ -38,7 +38,8 @@ def wilson_interval(successes: int, trials: int) -> Tuple[float, float]: ...
 def verifier_settings(name: str) -> List[str]: ...
 def block_efficiency(
     model: CallbackModel, prompts: Sequence[Sequence[int]], depth: int, paths: int,
-    methods: Sequence[str], samples: Optional[int], seed: int, batch: int,
+    tree: Optional[Sequence[int]], children: str, methods: Sequence[str],
+    samples: Optional[int], seed: int, batch: int,
 ) -> Dict[str, Any]: ...
 
 @final

@@ -84,17 +84,22 @@ class CallbackModel:
                 f"draft_calls={self.draft_calls})")
 
 
-def block_efficiency(model, prompts, depth, paths, methods=BLOCK_METHODS, *, samples=10_000,
-                     seed=0, batch=64):
+def block_efficiency(model, prompts, depth, paths=1, methods=BLOCK_METHODS, *, tree=None,
+                     children="wor", samples=10_000, seed=0, batch=64):
     """Blocks of ``paths`` draft paths of ``depth`` tokens on a live model
     pair (:func:`CallbackModel`), verified by every method on the same
     drafted trees with the same random numbers: ``token`` (token by token
     along the first path), ``bv`` (block verification), ``gbv`` (greedy
     block verification), ``traversal`` (Traversal Verification, one path),
     ``hsd`` (HSD as its reference code verifies, not lossless), and any
-    token-level verifier for i.i.d. drafts composed over the tree
-    (``specinfer``, ``optimal-convex``, ...). Trees of other shapes are in
-    ``mdsd block --tree``.
+    token-level verifier composed over the tree (``specinfer``,
+    ``optimal-convex``, ``rrs-wor``, ``deterministic``, ...).
+
+    ``tree=[4, 2, 2, 1]`` drafts a static tree instead of ``paths`` i.i.d.
+    paths: every node at depth d gets ``tree[d]`` children, drawn
+    ``children="iid"``, ``"wor"`` (without replacement) or ``"top"`` (the
+    draft's top-k); ``depth`` must be ``len(tree)``. A method that does not
+    read the shape is refused with the reason.
 
     ``prompts`` is a list of token-id lists (or one list of ints); block b
     is drafted after ``prompts[b % len(prompts)]``. Sampled mode draws
@@ -110,8 +115,17 @@ def block_efficiency(model, prompts, depth, paths, methods=BLOCK_METHODS, *, sam
     prompts = [token_ids(prompt, f"prompts[{i}]") for i, prompt in enumerate(prompts)]
     if isinstance(methods, str):
         methods = [methods]
-    result = _mdsd.block_efficiency(model._native, prompts, whole(depth, "depth", 1),
-                                    whole(paths, "paths", 1),
+    paths = whole(paths, "paths", 1)
+    if tree is not None:
+        if paths != 1:
+            raise MdsdError(f"paths={paths} and tree: a block drafts i.i.d. paths or a static "
+                            "tree; pass one of them")
+        if isinstance(tree, (str, bytes)) or not hasattr(tree, "__len__"):
+            raise TypeError(f"tree: expected a list of children per depth, got "
+                            f"{type(tree).__name__}")
+        tree = [whole(b, f"tree[{d}]", 1) for d, b in enumerate(tree)]
+    result = _mdsd.block_efficiency(model._native, prompts, whole(depth, "depth", 1), paths,
+                                    tree, text(children, "children"),
                                     [text(m, "methods") for m in methods],
                                     None if samples is None else whole(samples, "samples", 1),
                                     whole(seed, "seed"), whole(batch, "batch", 1))

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::ThreadId;
 
-use mdsd::core::{ContextModel, Distribution, MarkovModel, Side, Transform};
+use mdsd::core::{
+    ContextModel, Distribution, DraftShape, MarkovModel, SchemeKind, Side, Transform,
+};
 use mdsd::logits::Values;
 use mdsd::verify::VerifyError;
 use mdsd::verify::block::{
@@ -349,14 +351,15 @@ fn method_dict<'py>(py: Python<'py>, report: &BlockReport) -> PyResult<Bound<'py
     Ok(dict)
 }
 
-/// Blocks of `paths` draft paths of `depth` tokens on a callback model:
-/// sampled (`samples` blocks, `batch` drafted together, block b after
-/// `prompts[b mod len]`) or, with `samples=None`, exact (every prefix of
-/// up to `depth` tokens after the one prompt, every tuple of paths).
+/// Blocks of `paths` draft paths of `depth` tokens, or of a static `tree`
+/// (children per depth, drawn by `children`: iid, wor, top), on a callback
+/// model: sampled (`samples` blocks, `batch` drafted together, block b
+/// after `prompts[b mod len]`) or, with `samples=None`, exact (every prefix
+/// of up to `depth` tokens after the one prompt, every drawn tree).
 /// Returns `{"methods": {name: figures}, "blocks", "rounds",
 /// "target_calls", "draft_calls"}` (calls that reached the functions).
 #[pyfunction]
-#[pyo3(signature = (model, prompts, depth, paths, methods, samples, seed, batch))]
+#[pyo3(signature = (model, prompts, depth, paths, tree, children, methods, samples, seed, batch))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn block_efficiency<'py>(
     py: Python<'py>,
@@ -364,12 +367,24 @@ pub(crate) fn block_efficiency<'py>(
     prompts: Vec<Vec<usize>>,
     depth: usize,
     paths: usize,
+    tree: Option<Vec<usize>>,
+    children: &str,
     methods: Vec<String>,
     samples: Option<u64>,
     seed: u64,
     batch: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
     let names: Vec<&str> = methods.iter().map(String::as_str).collect();
+    let shape = match tree {
+        None => DraftShape::Paths(paths),
+        Some(branching) => {
+            let children: SchemeKind = children
+                .parse()
+                .map_err(|e| MdsdError::new_err(format!("children: {e}")))?;
+            DraftShape::tree(branching, children)
+                .map_err(|e| MdsdError::new_err(format!("tree: {e}")))?
+        }
+    };
     if samples.is_none() && prompts.len() != 1 {
         return Err(MdsdError::new_err(format!(
             "exact mode enumerates the blocks after one prompt; got {}",
@@ -386,7 +401,7 @@ pub(crate) fn block_efficiency<'py>(
             Some(samples) => {
                 let settings = LiveSettings {
                     depth,
-                    paths,
+                    shape: shape.clone(),
                     samples,
                     seed,
                     batch,
@@ -396,7 +411,7 @@ pub(crate) fn block_efficiency<'py>(
             }
             None => {
                 let limit = mdsd::core::DEFAULT_ENUMERATION_LIMIT;
-                exact_live_blocks(live, &prompts[0], &names, depth, paths, limit)
+                exact_live_blocks(live, &prompts[0], &names, (depth, &shape), limit)
                     .map(|reports| (reports, None))
             }
         };

@@ -180,3 +180,47 @@ def test_traversal_and_hsd_through_callbacks(seed):
     assert traversal.max_law_error < 1e-12
     assert hsd.max_law_error > 1e-4
     assert hsd.expected_accepted > bv.expected_accepted
+
+
+@pytest.mark.parametrize("children,methods", [("wor", ["traversal", "rrs-wor"]),
+                                              ("iid", ["specinfer", "optimal-convex"]),
+                                              ("top", ["deterministic"])])
+def test_trees_through_callbacks_match_mdsd_block(mdsd_binary, children, methods):
+    """A static tree drafted through callbacks: exact mode equals `mdsd block
+    --tree` on the same Markov model, and sampled mode lands in its 99%
+    interval."""
+    laws = mdsd.MarkovLaws(3, 1, 5)
+    out = subprocess.run(
+        [str(mdsd_binary), "block", "--markov", "5", "--markov-vocab", "3", "--order", "1",
+         "--tree", "2,2", "--children", children, "--methods", ",".join(methods), "--json"],
+        check=True, capture_output=True, text=True)
+    cli = {m["name"]: m for m in json.loads(out.stdout)["methods"]}
+    model = mdsd.CallbackModel(laws.target, laws.draft, 3, logits=False)
+    exact = mdsd.block_efficiency(model, [[]], 2, methods=methods, tree=[2, 2],
+                                  children=children, samples=None)
+    sampled = mdsd.block_efficiency(model, [[]], 2, methods=methods, tree=[2, 2],
+                                    children=children, samples=5_000, seed=2, batch=500)
+    for name in methods:
+        assert abs(exact.methods[name].expected_accepted - cli[name]["expected_accepted"]) < 1e-12
+        assert exact.methods[name].max_law_error < 1e-12, name
+        low, high = sampled.methods[name].interval_99
+        assert low <= cli[name]["expected_accepted"] <= high, name
+
+
+def test_tree_arguments_are_checked():
+    laws = mdsd.MarkovLaws(3, 1, 5)
+    model = mdsd.CallbackModel(laws.target, laws.draft, 3, logits=False)
+    blocks = lambda **k: mdsd.block_efficiency(model, [[]], **{"depth": 2, "methods": ["bv"],
+                                                                "samples": 10, **k})
+    with pytest.raises(mdsd.MdsdError, match="paths=2 and tree"):
+        blocks(paths=2, tree=[2, 2])
+    with pytest.raises(mdsd.MdsdError, match=r"tree\[1\]"):
+        blocks(tree=[2, 0])
+    with pytest.raises(mdsd.MdsdError, match="children: unknown draft scheme"):
+        blocks(tree=[2, 2], children="sideways")
+    with pytest.raises(mdsd.MdsdError, match="one branching factor per draft depth"):
+        blocks(tree=[2, 2, 2])
+    with pytest.raises(mdsd.MdsdError, match="top-k children are not drawn"):
+        blocks(tree=[2, 2], children="top")
+    with pytest.raises(TypeError, match="tree"):
+        blocks(tree="2,2")

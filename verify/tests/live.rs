@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use mdsd_core::{ContextModel, Distribution, MarkovModel, Side};
+use mdsd_core::{ContextModel, Distribution, DraftShape, MarkovModel, SchemeKind, Side};
 use mdsd_verify::VerifyError;
 use mdsd_verify::block::{
-    CachedModel, LiveModel, LiveSettings, exact_block, exact_live_blocks, prepare_block,
-    sampled_live_blocks,
+    CachedModel, LiveModel, LiveSettings, exact_block, exact_live_blocks, exact_tree,
+    prepare_block, prepare_tree_block, sampled_live_blocks,
 };
 
 const METHODS: [&str; 5] = ["token", "bv", "gbv", "specinfer", "optimal-convex"];
@@ -62,7 +62,8 @@ fn exact_mode_through_batches_is_the_context_model_exactly() {
     let markov = MarkovModel::random(3, 1, 7).unwrap();
     let mut live = Batched::new(markov.clone());
     let (depth, paths) = (2, 2);
-    let reports = exact_live_blocks(&mut live, &[], &METHODS, depth, paths, 1 << 20).unwrap();
+    let shape = DraftShape::Paths(paths);
+    let reports = exact_live_blocks(&mut live, &[], &METHODS, (depth, &shape), 1 << 20).unwrap();
     // One call per depth 0..=L and model.
     assert_eq!(live.calls, [depth as u64 + 1; 2]);
     for report in reports {
@@ -87,15 +88,14 @@ fn sampled_mode_agrees_with_exact_enumeration_and_counts_its_calls() {
         &mut Batched::new(markov.clone()),
         &[],
         &METHODS,
-        depth,
-        paths,
+        (depth, &DraftShape::Paths(paths)),
         1 << 22,
     )
     .unwrap();
     let mut live = Batched::new(markov);
     let settings = LiveSettings {
         depth,
-        paths,
+        shape: DraftShape::Paths(paths),
         samples: 20_000,
         seed: 3,
         batch: 256,
@@ -172,14 +172,20 @@ fn a_model_that_answers_wrongly_is_an_error() {
     }
     let settings = LiveSettings {
         depth: 2,
-        paths: 2,
+        shape: DraftShape::Paths(2),
         samples: 10,
         seed: 0,
         batch: 4,
     };
-    let err = sampled_live_blocks(&mut Short, &[vec![0]], &["token"], settings, &|_| {})
-        .unwrap_err()
-        .to_string();
+    let err = sampled_live_blocks(
+        &mut Short,
+        &[vec![0]],
+        &["token"],
+        settings.clone(),
+        &|_| {},
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
         err.contains("the draft model: 1 laws for 2 prefixes"),
         "{err}"
@@ -188,4 +194,60 @@ fn a_model_that_answers_wrongly_is_an_error() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("5"), "{err}");
+}
+
+/// Static trees on a live model: exact mode equals the context model's
+/// enumeration, and sampled mode (trees drawn round by round, a node's
+/// children by its scheme) agrees with it within the 99% interval.
+#[test]
+fn trees_on_a_live_model() {
+    let markov = MarkovModel::random(3, 1, 5).unwrap();
+    let depth = 2;
+    // (optimal-convex on wor trees is checked in tests/trees.rs: preparing
+    // it at every node of every fresh live tree is slow, issue 50's cost.)
+    for (children, methods) in [
+        (
+            SchemeKind::WithoutReplacement,
+            ["bv", "traversal", "rrs-wor"],
+        ),
+        (SchemeKind::Iid, ["bv", "specinfer", "optimal-convex"]),
+    ] {
+        let shape = DraftShape::tree(vec![2, 2], children).unwrap();
+        let exact = exact_live_blocks(
+            &mut Batched::new(markov.clone()),
+            &[],
+            &methods,
+            (depth, &shape),
+            1 << 20,
+        )
+        .unwrap();
+        let settings = LiveSettings {
+            depth,
+            shape: shape.clone(),
+            samples: 20_000,
+            seed: 4,
+            batch: 500,
+        };
+        let mut live = Batched::new(markov.clone());
+        let sampled =
+            sampled_live_blocks(&mut live, &[vec![]], &methods, settings, &|_| {}).unwrap();
+        assert_eq!(sampled.draft_calls, sampled.rounds * (depth as u64 + 1));
+        for ((exact, sampled), name) in exact.iter().zip(&sampled.methods).zip(methods) {
+            let verifier = prepare_tree_block(name, &markov, depth, &shape).unwrap();
+            let direct = exact_tree(&markov, verifier.as_ref(), depth, &shape, 1 << 20).unwrap();
+            assert!(
+                (exact.expected_accepted - direct.expected_accepted).abs() < 1e-12,
+                "{name}"
+            );
+            assert!(exact.max_law_error.unwrap() < 1e-12, "{name}");
+            let half_width = mdsd_verify::Z_99 * sampled.standard_error.unwrap();
+            assert!(
+                (sampled.expected_accepted - exact.expected_accepted).abs() <= half_width,
+                "{name} on {}: sampled {} +- {half_width}, exact {}",
+                shape.describe(),
+                sampled.expected_accepted,
+                exact.expected_accepted
+            );
+        }
+    }
 }

@@ -263,9 +263,10 @@ fn methods_refuse_shapes_they_do_not_read() {
     );
 }
 
-/// The samplers draw trees with the law the enumeration gives: sampled
-/// E(tau) within 4.5 standard errors of the exact value (a false alarm
-/// about once in 10^5 runs per check, for fixed seeds never), and the
+/// The samplers draw trees with the law the enumeration gives, and the
+/// verifiers' samplers follow their laws: sampled E(tau) within 4.5
+/// standard errors of the exact value (a false alarm about once in 10^5
+/// runs per check, for fixed seeds never), and for lossless methods the
 /// first token's chi-square p-value above 1e-4.
 #[test]
 fn sampled_trees_agree_with_enumeration() {
@@ -304,6 +305,8 @@ fn sampled_trees_agree_with_enumeration() {
             sampled.expected_accepted,
             exact.expected_accepted
         );
-        assert!(sampled.first_token_p_value.unwrap() > 1e-4, "{name}");
+        if exact.max_law_error.unwrap() < EXACT {
+            assert!(sampled.first_token_p_value.unwrap() > 1e-4, "{name}");
+        }
     }
 }

@@ -24,7 +24,10 @@
 //! loss (`docs/blocks.md`); with the running weight, no cap and no quirk it
 //! is block verification itself, so there is no separate corrected variant.
 
-use super::path::{laws_after as laws, push_corrections};
+use mdsd_core::{ContextModel, sample_index, sample_index_of_total};
+use rand::RngCore;
+
+use super::path::{laws_after as laws, push_corrections, uniform};
 use super::{Block, BlockLaw, BlockVerifier};
 use crate::VerifyError;
 
@@ -38,6 +41,71 @@ impl<'m> HierarchicalVerification<'m> {
     }
 }
 
+/// One path's joint probabilities and, per position, what the rule reads.
+struct HsdPath<'a> {
+    model: &'a dyn ContextModel,
+    path: &'a [usize],
+    /// P_j and Q_j, j = 0..=L.
+    joint_p: Vec<f64>,
+    joint_q: Vec<f64>,
+}
+
+impl<'a> HsdPath<'a> {
+    fn new(model: &'a dyn ContextModel, path: &'a [usize]) -> Self {
+        let (mut joint_p, mut joint_q) = (vec![1.0], vec![1.0]);
+        for (j, &token) in path.iter().enumerate() {
+            let (p, q) = laws(model, &path[..j]);
+            joint_p.push(joint_p[j] * p[token]);
+            joint_q.push(joint_q[j] * q[token]);
+        }
+        Self {
+            model,
+            path,
+            joint_p,
+            joint_q,
+        }
+    }
+
+    /// min(1, P_L / Q_L): the whole path accepted.
+    fn accept(&self) -> f64 {
+        let depth = self.path.len();
+        (self.joint_p[depth] / self.joint_q[depth]).min(1.0)
+    }
+
+    /// r_j(y) = min(P_j, Q_j) p(y | x^j) - Q_j q(y | x^j), token by token.
+    fn excess(&self, j: usize) -> impl Iterator<Item = f64> + 'a {
+        let (p, q) = laws(self.model, &self.path[..j]);
+        let (scale, draft) = (self.joint_p[j].min(self.joint_q[j]), self.joint_q[j]);
+        p.iter().zip(q).map(move |(&p, &q)| scale * p - draft * q)
+    }
+
+    /// (s_j, S+_j): the probability of stepping back past position j, and
+    /// the mass of r_j+.
+    fn step_back(&self, j: usize) -> (f64, f64) {
+        let (plus, minus) = self.excess(j).fold((0.0, 0.0), |(plus, minus), r| {
+            if r > 0.0 {
+                (plus + r, minus)
+            } else {
+                (plus, minus - r)
+            }
+        });
+        let denominator = f64::max(plus, minus);
+        let kept = if denominator > 0.0 {
+            plus / denominator
+        } else {
+            0.0
+        };
+        let capped = self.joint_p[j + 1] >= self.joint_q[j + 1];
+        (if capped { 0.0 } else { 1.0 - kept }, plus)
+    }
+
+    /// The output when the rule stops at position j (S+_j given): x^j and a
+    /// token of r_j+ / S+_j, or x^(j+1) alone where S+_j = 0.
+    fn stop_law(&self, j: usize, plus: f64) -> Option<Vec<f64>> {
+        (plus > 0.0).then(|| self.excess(j).map(|r| r.max(0.0) / plus).collect())
+    }
+}
+
 impl BlockVerifier for HierarchicalVerification<'_> {
     fn name(&self) -> &str {
         "hsd"
@@ -48,15 +116,9 @@ impl BlockVerifier for HierarchicalVerification<'_> {
         let model = self.0.model;
         let x = &paths[0];
         let depth = x.len();
-        // Joint probabilities of the prefixes, P_j and Q_j.
-        let (mut joint_p, mut joint_q) = (vec![1.0], vec![1.0]);
-        for (j, &token) in x.iter().enumerate() {
-            let (p, q) = laws(model, &x[..j]);
-            joint_p.push(joint_p[j] * p[token]);
-            joint_q.push(joint_q[j] * q[token]);
-        }
+        let path = HsdPath::new(model, x);
         let mut out = Vec::new();
-        let accept = (joint_p[depth] / joint_q[depth]).min(1.0);
+        let accept = path.accept();
         if accept > 0.0 {
             push_corrections(&mut out, x, accept, laws(model, x).0);
         }
@@ -64,47 +126,59 @@ impl BlockVerifier for HierarchicalVerification<'_> {
         if rejected <= 0.0 {
             return Ok(out);
         }
-        // Per position j: the step-back probability and the law r_j+.
-        let mut step_back = Vec::with_capacity(depth);
-        let mut excess = Vec::with_capacity(depth);
-        for j in 0..depth {
-            let (p, q) = laws(model, &x[..j]);
-            let scale = joint_p[j].min(joint_q[j]);
-            let r: Vec<f64> = p
-                .iter()
-                .zip(q)
-                .map(|(&p, &q)| scale * p - joint_q[j] * q)
-                .collect();
-            let plus: f64 = r.iter().map(|&v| v.max(0.0)).sum();
-            let minus: f64 = r.iter().map(|&v| (-v).max(0.0)).sum();
-            let denominator = plus.max(minus);
-            let kept = if denominator > 0.0 {
-                plus / denominator
-            } else {
-                0.0
-            };
-            let capped = joint_p[j + 1] >= joint_q[j + 1];
-            step_back.push(if capped { 0.0 } else { 1.0 - kept });
-            excess.push((r, plus));
-        }
-        let all_back: f64 = step_back.iter().product();
+        let steps: Vec<(f64, f64)> = (0..depth).map(|j| path.step_back(j)).collect();
+        let all_back: f64 = steps.iter().map(|s| s.0).product();
         let mut back_above = 1.0;
         for j in (0..depth).rev() {
-            let mut stop = (1.0 - step_back[j]) * back_above;
+            let (step_back, plus) = steps[j];
+            let mut stop = (1.0 - step_back) * back_above;
             if j == depth - 1 {
                 stop += all_back;
             }
-            back_above *= step_back[j];
+            back_above *= step_back;
             if stop <= 0.0 {
                 continue;
             }
-            let (r, plus) = &excess[j];
-            if *plus > 0.0 {
-                let law: Vec<f64> = r.iter().map(|&v| v.max(0.0) / plus).collect();
-                push_corrections(&mut out, &x[..j], rejected * stop, &law);
-            } else {
-                out.push((x[..=j].to_vec(), rejected * stop));
+            match path.stop_law(j, plus) {
+                Some(law) => push_corrections(&mut out, &x[..j], rejected * stop, &law),
+                None => out.push((x[..=j].to_vec(), rejected * stop)),
             }
+        }
+        Ok(out)
+    }
+
+    /// Draws the output with the reference code's coins, storing nothing
+    /// of size V: the stop is the deepest position not stepped back past.
+    fn sample(
+        &self,
+        paths: &[Vec<usize>],
+        rng: &mut dyn RngCore,
+    ) -> Result<Vec<usize>, VerifyError> {
+        self.0.check(paths)?;
+        let model = self.0.model;
+        let x = &paths[0];
+        let depth = x.len();
+        let path = HsdPath::new(model, x);
+        let mut out;
+        if uniform(rng) < path.accept() {
+            out = x.clone();
+            out.push(sample_index(laws(model, x).0, rng));
+            return Ok(out);
+        }
+        let (stop, plus) = (0..depth)
+            .rev()
+            .map(|j| (j, path.step_back(j)))
+            .find(|&(_, (step_back, _))| uniform(rng) >= step_back)
+            .map_or_else(
+                || (depth - 1, path.step_back(depth - 1).1),
+                |(j, s)| (j, s.1),
+            );
+        out = x[..stop].to_vec();
+        if plus > 0.0 {
+            let weights = path.excess(stop).map(|r| r.max(0.0));
+            out.push(sample_index_of_total(weights, plus, rng));
+        } else {
+            out.push(x[stop]);
         }
         Ok(out)
     }

@@ -11,18 +11,20 @@
 //! the same random stream (common random numbers), so differences between
 //! methods are measured with less noise than their own.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use mdsd_core::{
-    ContextModel, CoreError, CumulativeDistribution, Distribution, Instead, Method, Progress, Side,
+    ContextModel, CoreError, Distribution, DraftSampler, DraftScheme, DraftShape, Instead, Method,
+    Progress, Side,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::harness::{check_output_length, check_tree_size};
-use super::{BlockReport, exact_block, prepare_block};
+use super::{BlockReport, exact_tree, prepare_tree_block};
 use crate::VerifyError;
 use crate::sampling::goodness_of_fit;
 
@@ -221,12 +223,12 @@ impl ContextModel for TreeModel {
 }
 
 /// What a sampled run on a live model measures and costs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveSettings {
     /// L, the tokens of each draft path.
     pub depth: usize,
-    /// K, the draft paths of each block.
-    pub paths: usize,
+    /// The draft tree of each block: K i.i.d. paths or a static tree.
+    pub shape: DraftShape,
     /// Blocks drawn.
     pub samples: u64,
     pub seed: u64,
@@ -257,8 +259,9 @@ struct Tally {
 }
 
 /// Sampled mode on a live model: `samples` blocks, block b drafted after
-/// `prompts[b mod prompts.len()]`, K paths of L tokens drawn from the
-/// draft model, each verified by every method on the same tree with the
+/// `prompts[b mod prompts.len()]`, a draft tree of the settings' shape
+/// drawn from the draft model (K paths of L tokens, or a static tree), each
+/// verified by every method on the same tree with the
 /// same random stream. The first output token is tested (chi-square)
 /// against the target's law after the first prompt, over the blocks
 /// started from it. `progress` is told of each round of blocks as it is
@@ -272,12 +275,12 @@ pub fn sampled_live_blocks(
 ) -> Result<LiveReport, VerifyError> {
     let LiveSettings {
         depth,
-        paths,
+        shape,
         samples,
         seed,
         batch,
     } = settings;
-    check_live(model, prompts, methods, depth, paths)?;
+    check_live(model, prompts, methods, depth, &shape)?;
     if samples == 0 {
         return Err(CoreError::setting("samples", 0, "at least 1").into());
     }
@@ -316,7 +319,12 @@ pub fn sampled_live_blocks(
             .collect();
         // Laws fetched this round, by absolute prefix.
         let mut draft_laws: HashMap<Vec<usize>, Arc<Distribution>> = HashMap::new();
-        let mut trees: Vec<Vec<Vec<usize>>> = vec![vec![Vec::new(); paths]; blocks.len()];
+        // Each tree as its partial paths (one per child slot), in draw order.
+        let roots = match shape {
+            DraftShape::Paths(k) => k,
+            DraftShape::Tree { .. } => 1,
+        };
+        let mut trees: Vec<Vec<Vec<usize>>> = vec![vec![Vec::new(); roots]; blocks.len()];
         let absolute = |b: u64, relative: &[usize]| {
             let mut prefix = prompt_of(b).clone();
             prefix.extend_from_slice(relative);
@@ -331,19 +339,34 @@ pub fn sampled_live_blocks(
             draft_calls += 1;
             check_law_count(Side::Draft, &wanted, &laws, v)?;
             draft_laws.extend(wanted.into_iter().zip(laws));
-            if trees[0][0].len() == depth {
+            let d = trees[0][0].len();
+            if d == depth {
                 break;
             }
-            // One cumulative law per node, not per path through it.
-            let mut cumulative: HashMap<Vec<usize>, CumulativeDistribution> = HashMap::new();
+            // One sampler per node, not per path through it.
+            let mut samplers: HashMap<Vec<usize>, DraftSampler> = HashMap::new();
             for ((&b, tree), rng) in blocks.iter().zip(&mut trees).zip(&mut draw) {
-                for path in tree.iter_mut() {
-                    let prefix = absolute(b, path);
-                    let law = cumulative.entry(prefix.clone()).or_insert_with(|| {
-                        CumulativeDistribution::new(draft_laws[&prefix].probs())
-                    });
-                    path.push(law.sample(rng));
+                let mut grown = Vec::with_capacity(tree.len());
+                for path in tree.drain(..) {
+                    let prefix = absolute(b, &path);
+                    let sampler = match samplers.entry(prefix) {
+                        Entry::Occupied(entry) => entry.into_mut(),
+                        Entry::Vacant(entry) => {
+                            let q = &draft_laws[entry.key()];
+                            let scheme = match shape.node_children(q, d)? {
+                                Some(scheme) => scheme,
+                                None => DraftScheme::iid(q.as_ref().clone(), 1)?,
+                            };
+                            entry.insert(DraftSampler::new(&scheme))
+                        }
+                    };
+                    for child in sampler.sample(rng) {
+                        let mut next = path.clone();
+                        next.push(child);
+                        grown.push(next);
+                    }
                 }
+                *tree = grown;
             }
         }
         // Every node of every tree: the target's laws in one call.
@@ -374,7 +397,7 @@ pub fn sampled_live_blocks(
             let from_first_prompt = b % prompts.len() as u64 == 0;
             first_prompt_blocks += u64::from(from_first_prompt);
             for (method, tally) in methods.iter().zip(&mut tallies) {
-                let verifier = prepare_block(method, &model, depth)?;
+                let verifier = prepare_tree_block(method, &model, depth, &shape)?;
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 rng.set_stream(2 * b + 1);
                 let out = verifier.sample(tree, &mut rng)?;
@@ -424,14 +447,13 @@ pub fn sampled_live_blocks(
 
 /// Exact mode on a live model: the laws after every prefix of up to L
 /// tokens following `prompt` (L + 1 batched calls of each model), then
-/// every K-tuple of draft paths enumerated as [`exact_block`] does, for
-/// each method. Refused past `limit` sequences or tuples.
+/// every draft tree of `shape` enumerated as [`exact_tree`] does, for each
+/// method. Refused past `limit` sequences or trees.
 pub fn exact_live_blocks(
     model: &mut dyn LiveModel,
     prompt: &[usize],
     methods: &[&str],
-    depth: usize,
-    paths: usize,
+    (depth, shape): (usize, &DraftShape),
     limit: usize,
 ) -> Result<Vec<BlockReport>, VerifyError> {
     check_live(
@@ -439,7 +461,7 @@ pub fn exact_live_blocks(
         std::slice::from_ref(&prompt.to_vec()),
         methods,
         depth,
-        paths,
+        shape,
     )?;
     let v = model.vocab_size();
     let sequences = mdsd_core::saturating_pow(v as u128, depth.saturating_add(1));
@@ -484,8 +506,8 @@ pub fn exact_live_blocks(
     methods
         .iter()
         .map(|method| {
-            let verifier = prepare_block(method, &tree, depth)?;
-            let report = exact_block(&tree, verifier.as_ref(), depth, paths, limit)?;
+            let verifier = prepare_tree_block(method, &tree, depth, shape)?;
+            let report = exact_tree(&tree, verifier.as_ref(), depth, shape, limit)?;
             tree.check(method)?;
             Ok(BlockReport {
                 name: method.to_string(),
@@ -496,13 +518,14 @@ pub fn exact_live_blocks(
 }
 
 /// Refuses what no block can be drafted for: no prompt, no method, K or L
-/// of 0, tokens of a prompt outside the vocabulary.
+/// of 0, a tree of another depth, tokens of a prompt outside the
+/// vocabulary.
 fn check_live(
     model: &dyn LiveModel,
     prompts: &[Vec<usize>],
     methods: &[&str],
     depth: usize,
-    paths: usize,
+    shape: &DraftShape,
 ) -> Result<(), VerifyError> {
     let refused = |setting, expected| -> Result<(), VerifyError> {
         Err(CoreError::setting(setting, 0, expected).into())
@@ -516,13 +539,14 @@ fn check_live(
     if methods.is_empty() {
         return refused("methods", "at least one method");
     }
-    if paths == 0 {
+    if *shape == DraftShape::Paths(0) {
         return refused("paths", "at least 1");
     }
     if depth == 0 {
         return Err(CoreError::ZeroDepth.into());
     }
-    check_tree_size(paths as u128, depth)?;
+    shape.check_depth(depth)?;
+    check_tree_size(shape.leaves(), depth)?;
     for prompt in prompts {
         mdsd_core::check_tokens(prompt, model.vocab_size())?;
     }
