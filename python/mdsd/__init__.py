@@ -12,7 +12,9 @@ lossless verifier can reach, ``certificate`` the set H* that proves it
 
 The modules: ``optimum`` (alpha*, H*, ``solve``), ``evaluation``
 (``evaluate``, what ``mdsd eval`` computes), ``verifier`` (the built-in
-verifiers), ``check`` (``check_verifier``, for your own), ``live`` (model
+verifiers), ``check`` (``check_verifier``, for your own), ``block_check``
+(``check_block_verifier`` for an engine's block sampler,
+``audit_first_tokens`` for its logs, ``samples_needed``), ``live`` (model
 pairs behind callbacks, blocks, speculative decoding), ``results`` (the
 frozen dataclasses every call returns); ``Transforms`` is the one set of
 transform keywords every function takes.
@@ -20,17 +22,19 @@ transform keywords every function takes.
 
 from ._mdsd import MarkovLaws, MdsdError
 from ._rows import FileTransforms, Transforms
+from .block_check import audit_first_tokens, check_block_verifier, samples_needed
 from .check import check_verifier
 from .evaluation import evaluate, evaluate_file
 from .live import CallbackModel, block_efficiency, speculative_decode
 from .optimum import alpha_star, certificate, solve
-from .results import (BlockEfficiency, Evaluation, Failure, MethodFigures, Solution,
-                      VerifierReport)
+from .results import (BlockEfficiency, BlockVerifierReport, Evaluation, Failure,
+                      FirstTokenAudit, MethodFigures, Solution, VerifierReport)
 from .verifier import Verifier, verifier_settings
 
 __all__ = [
-    "BlockEfficiency", "CallbackModel", "Evaluation", "Failure", "FileTransforms", "MarkovLaws",
-    "MdsdError", "MethodFigures", "Solution", "Transforms", "Verifier", "VerifierReport",
-    "alpha_star", "block_efficiency", "certificate", "check_verifier", "evaluate",
-    "evaluate_file", "solve", "speculative_decode", "verifier_settings",
+    "BlockEfficiency", "BlockVerifierReport", "CallbackModel", "Evaluation", "Failure",
+    "FileTransforms", "FirstTokenAudit", "MarkovLaws", "MdsdError", "MethodFigures", "Solution",
+    "Transforms", "Verifier", "VerifierReport", "alpha_star", "audit_first_tokens",
+    "block_efficiency", "certificate", "check_block_verifier", "check_verifier", "evaluate",
+    "evaluate_file", "samples_needed", "solve", "speculative_decode", "verifier_settings",
 ]

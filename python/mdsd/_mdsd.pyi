@@ -9,7 +9,8 @@ import numpy.typing as npt
 __all__ = [
     "CallbackModel", "DataFile", "MarkovLaws", "MdsdError", "Verifier", "alpha_star",
     "block_efficiency", "certificate", "detectable_tv", "evaluate", "evaluate_file",
-    "goodness_of_fit", "sample_drafts", "solve", "verifier_settings", "wilson_interval",
+    "goodness_of_fit", "sample_drafts", "samples_needed", "solve", "verifier_settings",
+    "wilson_interval",
 ]
 
 _Settings = Dict[str, Any]
@@ -35,6 +36,7 @@ def sample_drafts(
 def goodness_of_fit(counts: npt.NDArray[np.int64], p: _Rows, level: float) -> Dict[str, Any]: ...
 def detectable_tv(p: _Rows, draws: int, level: float) -> float: ...
 def wilson_interval(successes: int, trials: int) -> Tuple[float, float]: ...
+def samples_needed(tv: float, cells: int, level: float, power: float) -> int: ...
 def verifier_settings(name: str) -> List[str]: ...
 def block_efficiency(
     model: CallbackModel, prompts: Sequence[Sequence[int]], depth: int, paths: int,

@@ -279,3 +279,122 @@ class BlockEfficiency(_Result):
             lines.append(f"{m.name:<16}{m.expected_accepted:>10.4f}{interval:>24}"
                          f"{m.block_efficiency:>13.4f}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class BlockVerifierReport(_Result):
+    """What ``check_block_verifier`` found.
+
+    ``lossless``: True, False, or None (inconclusive: the negative control
+    was not detected); ``reasons`` says why it is not True. ``mode``
+    ("sampling" or "exact"), ``depth``, ``paths``, ``vocab_size``,
+    ``laws``. Sampling mode: ``samples``, ``p_value`` (Pearson's chi-square
+    of the completed blocks over the V^(L+1) sequences, ``statistic`` over
+    ``degrees_of_freedom``), ``first_token_p_value``, ``detectable_tv`` (the
+    smallest total variation of the law of sequences the test detects with
+    99% power: what a pass rules out), ``control_tv``, ``control_p_value``
+    and ``control_detected`` (the same drafts against a target moved that
+    far), ``worst`` (the sequences furthest from their expected counts).
+    Exact mode: ``max_law_error`` (lossless within 1e-9). Both:
+    ``expected_accepted`` (E[tau]) with ``interval_99`` (sampled),
+    ``tau_law`` (P(tau = d)), ``reference`` (exact E[tau] of ``token`` and
+    ``bv`` on the same laws, and the block ``optimum`` with its
+    ``optimum_kind``), ``degenerate`` (E[tau] = 0: nothing was ever
+    accepted)."""
+
+    mode: str
+    lossless: Optional[bool]
+    depth: int
+    paths: int
+    vocab_size: int
+    laws: str
+    expected_accepted: float
+    tau_law: List[float]
+    reference: Dict[str, Any]
+    degenerate: bool
+    reasons: List[str]
+    samples: Optional[int] = None
+    level: Optional[float] = None
+    p_value: Optional[float] = None
+    statistic: Optional[float] = None
+    degrees_of_freedom: Optional[int] = None
+    first_token_p_value: Optional[float] = None
+    detectable_tv: Optional[float] = None
+    interval_99: Optional[Tuple[float, float]] = None
+    control_tv: Optional[float] = None
+    control_p_value: Optional[float] = None
+    control_detected: Optional[bool] = None
+    worst: Optional[List[Dict[str, Any]]] = None
+    max_law_error: Optional[float] = None
+
+    # How far from p an enumerated output law may be and still be lossless.
+    TOLERANCE = 1e-9
+
+    def __repr__(self) -> str:
+        if self.lossless is None:
+            verdict = "inconclusive"
+        else:
+            verdict = "lossless" if self.lossless else "NOT lossless"
+        shape = f"L = {self.depth}, K = {self.paths}, V = {self.vocab_size}, {self.laws} laws"
+        rows: List[Tuple[str, Any]] = [("verdict", verdict), ("blocks", shape)]
+        rows += [("why", reason) for reason in self.reasons]
+        if self.mode == "exact":
+            rows.append(("max law error", f"{self.max_law_error:.3e} (exact)"))
+            rows.append(("E[tau]", f"{self.expected_accepted:.6f} (exact)"))
+        else:
+            low, high = self.interval_99 or (float("nan"), float("nan"))
+            rows += [("samples", self.samples),
+                     ("chi2 p-value", f"{self.p_value:.3e} (level {self.level}, "
+                                      f"{self.degrees_of_freedom} degrees of freedom)"),
+                     ("first token", f"p-value {self.first_token_p_value:.3e}"),
+                     ("detectable TV", f"{self.detectable_tv:.3e} (99% power)"),
+                     ("E[tau]", f"{self.expected_accepted:.4f} [{low:.4f}, {high:.4f}] 99%")]
+            if self.control_detected is not None:
+                rows.append(("negative control",
+                             f"target moved {self.control_tv:.2e}: p-value "
+                             f"{self.control_p_value:.3e}, "
+                             + ("detected" if self.control_detected else "NOT detected")))
+        ref = self.reference
+        rows.append(("reference E[tau]", f"token {ref['token']:.4f}, bv {ref['bv']:.4f}"
+                     + ("" if ref.get("optimum") is None else
+                        f", optimum {ref['optimum']:.4f} ({ref['optimum_kind']})")))
+        rows.append(("P(tau = d)", " ".join(f"{x:.4f}" for x in self.tau_law)))
+        if self.degenerate:
+            rows.append(("degenerate", "E[tau] = 0: no draft token was ever accepted"))
+        if self.worst and self.lossless is False:
+            w = self.worst[0]
+            rows.append(("worst sequence", f"{w['sequence']}: expected {w['expected']:.1f}, "
+                                           f"observed {w['observed']}"))
+        return "\n".join(f"{name:<18}{value}" for name, value in rows)
+
+
+@dataclass(frozen=True)
+class FirstTokenAudit(_Result):
+    """What ``audit_first_tokens`` found in a log of engine steps:
+    ``lossless`` (True, False, or None when the test has no power),
+    ``reason``, ``steps``, ``tokens`` audited (one a step, or every emitted
+    token), ``bins`` of the probability integral transform,
+    ``p_value`` and ``statistic`` (chi-square of the bins against uniform),
+    ``level``, ``detectable_tv`` (the smallest total variation of the binned
+    transform detected with 99% power)."""
+
+    lossless: Optional[bool]
+    steps: int
+    tokens: int
+    bins: int
+    p_value: float
+    statistic: float
+    detectable_tv: float
+    level: float
+    reason: Optional[str]
+
+    def __repr__(self) -> str:
+        verdict = {True: "lossless", False: "NOT lossless", None: "inconclusive"}[self.lossless]
+        lines = [f"verdict           {verdict}"]
+        if self.reason:
+            lines.append(f"why               {self.reason}")
+        lines += [f"steps             {self.steps} ({self.tokens} tokens audited, "
+                  f"{self.bins} bins)",
+                  f"chi2 p-value      {self.p_value:.3e} (level {self.level})",
+                  f"detectable TV     {self.detectable_tv:.3e} (99% power)"]
+        return "\n".join(lines)

@@ -137,6 +137,37 @@ pub(crate) fn detectable_tv(p: PyReadonlyArray1<'_, f64>, draws: u64, level: f64
     ))
 }
 
+/// The fewest draws at which the chi-square test over `cells` outcomes
+/// detects a total variation of `tv` with `power` at `level` (every
+/// expected count assumed at least 5).
+#[pyfunction]
+pub(crate) fn samples_needed(tv: f64, cells: usize, level: f64, power: f64) -> PyResult<u64> {
+    let probability = |name: &str, x: f64| {
+        if x > 0.0 && x < 1.0 {
+            Ok(x)
+        } else {
+            Err(MdsdError::new_err(format!(
+                "{name}={x}: expected a probability in (0, 1)"
+            )))
+        }
+    };
+    let (tv, level, power) = (
+        probability("tv", tv)?,
+        probability("level", level)?,
+        probability("power", power)?,
+    );
+    if cells < 2 {
+        return Err(MdsdError::new_err(format!(
+            "{cells} possible outcomes: a test needs at least 2"
+        )));
+    }
+    mdsd::verify::samples_needed(tv, cells, level, power).ok_or_else(|| {
+        MdsdError::new_err(format!(
+            "tv={tv}: no number of samples up to 2^62 detects it"
+        ))
+    })
+}
+
 /// The Wilson 99% interval of `successes` in `trials`, as mdsd's reports
 /// give every sampled acceptance.
 #[pyfunction]

@@ -30,6 +30,7 @@ fn _mdsd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check::goodness_of_fit, m)?)?;
     m.add_function(wrap_pyfunction!(check::detectable_tv, m)?)?;
     m.add_function(wrap_pyfunction!(check::wilson_interval, m)?)?;
+    m.add_function(wrap_pyfunction!(check::samples_needed, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate::evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate::evaluate_file, m)?)?;
     m.add_function(wrap_pyfunction!(live::block_efficiency, m)?)?;

@@ -121,7 +121,7 @@ pub use registry::{Rating, VerifierKind, VerifierSettings};
 pub use rejection::{RrsWithoutReplacement, SpecInfer};
 pub use sampling::{
     GoodnessOfFit, LEVEL, POWER, SampledReport, Z_99, detectable_tv, goodness_of_fit, sampled,
-    sampled_with_progress, wilson_interval,
+    sampled_with_progress, samples_needed, wilson_interval,
 };
 
 /// A law over output tokens: `(token, probability)` pairs, tokens distinct,

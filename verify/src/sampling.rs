@@ -215,6 +215,35 @@ pub fn detectable_tv(degrees_of_freedom: usize, draws: u64, level: f64, power: f
     (high / (4.0 * draws as f64)).sqrt().min(1.0)
 }
 
+/// The fewest draws at which the chi-square test over `cells` outcomes
+/// (`cells - 1` degrees of freedom, every expected count assumed at least
+/// the pooling threshold) detects a total variation of `tv` with `power`
+/// at `level`: the inverse of [`detectable_tv`], by bisection over the
+/// draws. `None` when even 2^62 draws do not reach it (tv too small to
+/// represent).
+pub fn samples_needed(tv: f64, cells: usize, level: f64, power: f64) -> Option<u64> {
+    let degrees_of_freedom = cells.saturating_sub(1).max(1);
+    let detects = |draws: u64| detectable_tv(degrees_of_freedom, draws, level, power) <= tv;
+    let mut high = 1u64;
+    while !detects(high) {
+        if high >= 1 << 62 {
+            return None;
+        }
+        high *= 2;
+    }
+    let mut low = high / 2;
+    // detects(low) is false (or low = 0): the answer is in (low, high].
+    while high - low > 1 {
+        let middle = low + (high - low) / 2;
+        if detects(middle) {
+            high = middle;
+        } else {
+            low = middle;
+        }
+    }
+    Some(high)
+}
+
 /// P(X > x) for X noncentral chi-square with k degrees of freedom and
 /// noncentrality lambda, by its Poisson mixture of central laws (Johnson,
 /// Kotz & Balakrishnan, Continuous Univariate Distributions 2, eq. 29.2):
@@ -273,6 +302,16 @@ mod tests {
 
     /// More draws detect smaller distances (as 1 / sqrt(draws) at fixed
     /// bins), more bins larger ones; nothing is detectable from one draw.
+    /// The draws needed for a distance detect it, and one fewer do not.
+    #[test]
+    fn samples_needed_inverts_detectable_tv() {
+        for (tv, cells) in [(0.01, 7776), (0.05, 36), (0.2, 2)] {
+            let n = samples_needed(tv, cells, LEVEL, POWER).unwrap();
+            assert!(detectable_tv(cells - 1, n, LEVEL, POWER) <= tv);
+            assert!(detectable_tv(cells - 1, n - 1, LEVEL, POWER) > tv);
+        }
+    }
+
     #[test]
     fn detectable_tv_shrinks_with_draws_and_grows_with_bins() {
         let tv = |k, draws| detectable_tv(k, draws, LEVEL, POWER);

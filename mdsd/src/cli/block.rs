@@ -4,13 +4,12 @@
 //! block LP optimum and the closed-form bound, exactly or by sampling.
 
 use clap::Args;
-use mdsd::LpSolver;
 use mdsd::core::{
     ContextIndependent, ContextModel, DEFAULT_ENUMERATION_LIMIT, DraftShape, MarkovModel,
     PositionalRows, SchemeKind,
 };
 use mdsd::verify::block::{
-    BlockReport, exact_tree, prepare_tree_block, sampled_block_with_progress,
+    BlockReport, block_reference, exact_tree, prepare_tree_block, sampled_block_with_progress,
 };
 use serde_json::json;
 
@@ -103,57 +102,30 @@ pub fn run(args: &BlockArgs) -> Result<(), Error> {
     let total = samples.saturating_mul(args.methods.len() as u64);
     let bar = progress_bar(total, args.json || samples == 0);
     for name in &args.methods {
-        let reference = |name: &str, expected_accepted: f64, max_law_error| BlockReport {
-            name: name.into(),
-            expected_accepted,
-            block_efficiency: expected_accepted + 1.0,
-            max_law_error,
-            samples: None,
-            standard_error: None,
-            first_token_p_value: None,
-            tau_law: Vec::new(),
-        };
-        reports.push(match name.as_str() {
-            "lp" => {
-                let lp = LpSolver::default()
-                    .solve_tree_block(model, depth, &shape)
-                    .map_err(Error::BlockLp)?;
-                reference("lp", lp.expected_accepted, Some(lp.max_law_error))
-            }
-            "bound" => {
-                let DraftShape::Paths(paths) = shape else {
-                    return Err(Error::Usage(
-                        "--methods bound: the closed-form bound is for K i.i.d. paths (--paths);                          on trees use lp where it runs"
-                            .into(),
-                    ));
-                };
-                let bound = mdsd::bounds::block_upper_bound(
-                    model,
-                    depth,
-                    paths,
-                    DEFAULT_ENUMERATION_LIMIT,
-                )
-                .map_err(|e| Error::Verify(Box::new(e.into())))?;
-                reference("bound", bound.expected_accepted, None)
-            }
-            _ => {
-                let verifier = prepare_tree_block(name, model, depth, &shape)?;
-                match args.mode.samples {
-                    Some(samples) => sampled_block_with_progress(
-                        model,
-                        verifier.as_ref(),
-                        (depth, &shape, samples, args.mode.seed),
-                        &|done| bar.inc(done),
-                    )?,
-                    None => exact_tree(
-                        model,
-                        verifier.as_ref(),
-                        depth,
-                        &shape,
-                        DEFAULT_ENUMERATION_LIMIT,
-                    )?,
-                }
-            }
+        if let Some(reference) =
+            block_reference(name, model, depth, &shape, DEFAULT_ENUMERATION_LIMIT)
+        {
+            reports.push(reference.map_err(|e| match e {
+                mdsd::verify::VerifyError::Lp(e) => Error::BlockLp(e),
+                e => Error::Verify(Box::new(e)),
+            })?);
+            continue;
+        }
+        let verifier = prepare_tree_block(name, model, depth, &shape)?;
+        reports.push(match args.mode.samples {
+            Some(samples) => sampled_block_with_progress(
+                model,
+                verifier.as_ref(),
+                (depth, &shape, samples, args.mode.seed),
+                &|done| bar.inc(done),
+            )?,
+            None => exact_tree(
+                model,
+                verifier.as_ref(),
+                depth,
+                &shape,
+                DEFAULT_ENUMERATION_LIMIT,
+            )?,
         });
     }
     bar.finish_and_clear();

@@ -354,3 +354,48 @@ pub fn sampled_block_with_progress(
         tau_law: tau_counts.iter().map(|&c| c as f64 / n).collect(),
     })
 }
+
+/// The names of the reference rows a block report may hold beside
+/// verifiers: `lp` (the block LP's optimum over every lossless verifier of
+/// the shape) and `bound` (the closed-form bound of K i.i.d. paths).
+pub const BLOCK_REFERENCES: [&str; 2] = ["lp", "bound"];
+
+/// A reference row by name ([`BLOCK_REFERENCES`]): E(tau) alone (no law of
+/// tau), with the LP's largest violation as its law error; `None` for a
+/// name that is not a reference. Refused where the LP is past its budget,
+/// or the bound is asked of a tree.
+pub fn block_reference(
+    name: &str,
+    model: &dyn ContextModel,
+    depth: usize,
+    shape: &DraftShape,
+    limit: usize,
+) -> Option<Result<BlockReport, VerifyError>> {
+    let report = |expected_accepted: f64, max_law_error| BlockReport {
+        name: name.to_string(),
+        expected_accepted,
+        block_efficiency: expected_accepted + 1.0,
+        max_law_error,
+        samples: None,
+        standard_error: None,
+        first_token_p_value: None,
+        tau_law: Vec::new(),
+    };
+    Some(match name {
+        "lp" => mdsd_lp::LpSolver::default()
+            .solve_tree_block(model, depth, shape)
+            .map(|lp| report(lp.expected_accepted, Some(lp.max_law_error)))
+            .map_err(VerifyError::from),
+        "bound" => match shape {
+            DraftShape::Paths(k) => mdsd_bounds::block_upper_bound(model, depth, *k, limit)
+                .map(|bound| report(bound.expected_accepted, None))
+                .map_err(VerifyError::from),
+            DraftShape::Tree { .. } => Err(VerifyError::ShapeNotSupported {
+                method: "bound",
+                shape: shape.describe(),
+                reason: "the closed-form bound is for K i.i.d. paths; on trees use lp where it runs",
+            }),
+        },
+        _ => return None,
+    })
+}

@@ -23,8 +23,8 @@ use mdsd_core::{
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::harness::{check_output_length, check_tree_size};
-use super::{BlockReport, exact_tree, prepare_tree_block};
+use super::harness::{BLOCK_REFERENCES, check_output_length, check_tree_size};
+use super::{BlockReport, block_reference, exact_tree, prepare_tree_block};
 use crate::VerifyError;
 use crate::sampling::goodness_of_fit;
 
@@ -281,6 +281,14 @@ pub fn sampled_live_blocks(
         batch,
     } = settings;
     check_live(model, prompts, methods, depth, &shape)?;
+    if let Some(name) = methods.iter().find(|m| BLOCK_REFERENCES.contains(m)) {
+        return Err(CoreError::setting(
+            "methods",
+            name,
+            "verifiers in sampled mode (lp and bound are exact references: samples=None)",
+        )
+        .into());
+    }
     if samples == 0 {
         return Err(CoreError::setting("samples", 0, "at least 1").into());
     }
@@ -506,6 +514,9 @@ pub fn exact_live_blocks(
     methods
         .iter()
         .map(|method| {
+            if let Some(reference) = block_reference(method, &tree, depth, shape, limit) {
+                return reference;
+            }
             let verifier = prepare_tree_block(method, &tree, depth, shape)?;
             let report = exact_tree(&tree, verifier.as_ref(), depth, shape, limit)?;
             tree.check(method)?;

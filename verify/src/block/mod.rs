@@ -65,8 +65,8 @@ use crate::VerifyError;
 pub use compose::Composed;
 pub use gbv::GreedyBlockVerification;
 pub use harness::{
-    BlockReport, SAMPLED_TREE_LIMIT, TreeSampler, exact_block, exact_tree, sampled_block,
-    sampled_block_with_progress,
+    BLOCK_REFERENCES, BlockReport, SAMPLED_TREE_LIMIT, TreeSampler, block_reference, exact_block,
+    exact_tree, sampled_block, sampled_block_with_progress,
 };
 pub use hsd::HierarchicalVerification;
 pub use live::{

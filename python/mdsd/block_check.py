@@ -1,0 +1,725 @@
+"""``check_block_verifier``: an engine's own block sampler checked as a
+black box, in its own tensor layout; ``audit_first_tokens``: logged engine
+steps checked at full vocabulary; ``samples_needed``: the power
+calculator. The statistics (chi-square with pooling, the detectable total
+variation, the exact block references) come from the library."""
+
+import numpy as np
+
+from . import _mdsd, _rows
+from ._mdsd import MarkovLaws, MdsdError
+from .check import _moved
+from .live import CallbackModel, block_efficiency
+from .results import BlockVerifierReport, FirstTokenAudit
+
+#: Cells of the law of completed blocks (V^(L+1) sequences) the test
+#: counts at most, and prefixes of up to L tokens whose laws are tabled.
+SEQUENCE_LIMIT = 2_000_000
+
+#: Draft blocks exact mode enumerates at most.
+EXACT_BLOCK_LIMIT = 200_000
+
+#: Context length of the built-in Markov laws.
+MARKOV_ORDER = 2
+
+#: The kinds of rows the built-in laws mix, where samplers tend to break,
+#: with their frequencies (the first context, the root, is never
+#: disjoint: a block that can accept nothing checks little).
+ROW_KINDS = ("flat", "peaked", "zeros", "equal", "disjoint")
+ROW_KIND_WEIGHTS = (0.35, 0.25, 0.2, 0.1, 0.1)
+
+#: Bins of the probability integral transform in ``audit_first_tokens``
+#: (fewer when there are fewer than 10 steps a bin).
+PIT_BINS = 100
+
+
+class _Laws:
+    """p and q after every prefix of up to L tokens, tabled as rows
+    ``[C, V]``: the prefixes of length d at ``offsets[d]`` + their tokens
+    read in base V."""
+
+    def __init__(self, target, draft, vocab_size, depth, source):
+        self.target, self.draft = target, draft
+        self.vocab_size, self.depth, self.source = vocab_size, depth, source
+        self.offsets = np.cumsum([0] + [vocab_size ** d for d in range(depth + 1)])
+        self.draft_sampler = _Sampler(draft)
+
+    @classmethod
+    def prefixes(cls, vocab_size, depth):
+        """Every prefix of up to ``depth`` tokens, in table order."""
+        out = [[]]
+        level = [[]]
+        for _ in range(depth):
+            level = [prefix + [y] for prefix in level for y in range(vocab_size)]
+            out += level
+        return out
+
+    def child(self, index, length, tokens):
+        """The table index of each prefix ``index`` (of ``length`` tokens)
+        followed by ``tokens``."""
+        return self.offsets[length + 1] + (index - self.offsets[length]) * self.vocab_size + tokens
+
+    def sequence_law(self):
+        """p over the V^(L+1) completed sequences, indexed in base V."""
+        v = self.vocab_size
+        law = np.ones(1)
+        for d in range(self.depth + 1):
+            rows = self.target[self.offsets[d]:self.offsets[d] + v ** d]
+            law = (law[:, None] * rows).reshape(-1)
+        return law
+
+
+def _table_size(vocab_size, depth):
+    cells = vocab_size ** (depth + 1)
+    if cells > SEQUENCE_LIMIT:
+        raise MdsdError(f"vocab_size={vocab_size}, depth={depth}: the test counts V^(L+1) = "
+                        f"{cells} sequences, above {SEQUENCE_LIMIT}; a smaller vocab_size or "
+                        "depth")
+
+
+def _row_pair(rng, v, kind):
+    """One (p, q) of a kind of ``ROW_KINDS``."""
+    if kind == "flat":
+        return rng.dirichlet(np.ones(v)), rng.dirichlet(np.ones(v))
+    if kind == "peaked":
+        return rng.dirichlet(np.full(v, 0.15)), rng.dirichlet(np.full(v, 0.15))
+    if kind == "zeros":
+        p, q = rng.dirichlet(np.ones(v)), rng.dirichlet(np.ones(v))
+        for law in (p, q):
+            zero = rng.random(v) < 0.4
+            zero[rng.integers(v)] = False
+            law[zero] = 0.0
+            law /= law.sum()
+        return p, q
+    if kind == "equal":
+        p = rng.dirichlet(np.full(v, 0.5))
+        return p, p.copy()
+    # Disjoint supports: nothing drafted can be accepted here.
+    order = rng.permutation(v)
+    half = max(1, v // 2)
+    p, q = np.zeros(v), np.zeros(v)
+    p[order[:half]] = rng.dirichlet(np.ones(half))
+    q[order[half:]] = rng.dirichlet(np.ones(v - half)) if v > half else 1.0
+    if v == half:
+        q = p.copy()
+    return p, q
+
+
+def _builtin_laws(kind, vocab_size, depth, seed):
+    """``"markov"``: rows per context of the last ``MARKOV_ORDER`` tokens,
+    each of a random kind of ``ROW_KINDS``; ``"iid"``: one pair at every
+    position."""
+    rng = np.random.default_rng(seed)
+    v = vocab_size
+    order = MARKOV_ORDER if kind == "markov" else 0
+    context_offsets = np.cumsum([0] + [v ** d for d in range(order + 1)])
+    contexts = int(context_offsets[-1])
+    target, draft = np.empty((contexts, v)), np.empty((contexts, v))
+    for c in range(contexts):
+        row_kind = "flat"
+        if kind == "markov" and c > 0:
+            row_kind = ROW_KINDS[rng.choice(len(ROW_KINDS), p=ROW_KIND_WEIGHTS)]
+        target[c], draft[c] = _row_pair(rng, v, row_kind)
+    rows = []
+    for d in range(depth + 1):
+        keep = min(d, order)
+        prefixes = np.arange(v ** d)
+        rows.append(context_offsets[keep] + prefixes % (v ** keep))
+    index = np.concatenate(rows)
+    return _Laws(target[index], draft[index], v, depth, kind)
+
+
+def _laws(laws, vocab_size, depth, seed):
+    if isinstance(laws, str):
+        if laws not in ("markov", "iid"):
+            raise MdsdError(f"laws={laws!r}: expected 'markov', 'iid', a MarkovLaws or a "
+                            "CallbackModel")
+        _table_size(vocab_size, depth)
+        return _builtin_laws(laws, vocab_size, depth, seed)
+    if isinstance(laws, MarkovLaws):
+        v = laws.vocab_size
+        _table_size(v, depth)
+        prefixes = _Laws.prefixes(v, depth)
+        return _Laws(np.asarray(laws.target(prefixes)), np.asarray(laws.draft(prefixes)), v,
+                     depth, "MarkovLaws")
+    if isinstance(laws, CallbackModel):
+        v = laws.vocab_size
+        _table_size(v, depth)
+        prefixes = _Laws.prefixes(v, depth)
+        return _Laws(laws.laws("target", prefixes), laws.laws("draft", prefixes), v, depth,
+                     "CallbackModel")
+    raise TypeError(f"laws: expected 'markov', 'iid', a MarkovLaws or a CallbackModel, got "
+                    f"{type(laws).__name__}")
+
+
+class _Sampler:
+    """Draws a token per row index from tabled laws in O(log(C V)) each:
+    the rows' normalised cumulative sums, each shifted by its row number,
+    make one increasing array that one ``searchsorted`` answers."""
+
+    def __init__(self, rows):
+        cumulative = np.cumsum(rows, axis=1)
+        cumulative /= np.where(cumulative[:, -1:] > 0, cumulative[:, -1:], 1.0)
+        self.v = rows.shape[1]
+        self.keys = (cumulative + np.arange(len(rows))[:, None]).reshape(-1)
+
+    def draw(self, index, rng):
+        # u in (0, 1]: the first token whose cumulative sum reaches it has
+        # positive probability.
+        u = 1.0 - rng.random(len(index))
+        found = np.searchsorted(self.keys, index + u, side="left") - index * self.v
+        return np.clip(found, 0, self.v - 1)
+
+
+class _Block:
+    """One batch of drafted blocks: K paths of L tokens each, with the
+    verifier's arrays."""
+
+    def __init__(self, laws, count, paths, rng):
+        depth = laws.depth
+        tokens = np.zeros((count * paths, depth), dtype=np.int64)
+        index = np.zeros((count * paths, depth + 1), dtype=np.int64)
+        for j in range(depth):
+            tokens[:, j] = laws.draft_sampler.draw(index[:, j], rng)
+            index[:, j + 1] = laws.child(index[:, j], j, tokens[:, j])
+        self.tokens = tokens.reshape(count, paths, depth)
+        self.index = index.reshape(count, paths, depth + 1)
+        self.count, self.paths, self.draft = count, paths, laws.draft
+
+    def arrays(self, target):
+        """``target_probs``, ``draft_probs``, ``draft_token_ids`` in the
+        layout of vLLM's rejection sampler (the path axis after B when
+        K > 1)."""
+        def squeeze(x):
+            return x[:, 0] if self.paths == 1 else x
+        target_probs = target[self.index]
+        draft_probs = self.draft[self.index[:, :, :-1]]
+        return squeeze(target_probs), squeeze(draft_probs), squeeze(self.tokens)
+
+
+def _as_array(output, name="the verifier's output"):
+    """numpy, torch tensors or lists as an int64 array."""
+    if hasattr(output, "detach"):
+        output = output.detach().to("cpu").numpy()
+    array = np.asarray(output)
+    if array.dtype.kind not in "iu":
+        if array.dtype.kind == "f" and np.all(np.isfinite(array)) and np.all(array == np.round(array)):
+            array = array.astype(np.int64)
+        else:
+            raise MdsdError(f"{name} has dtype {array.dtype}: expected token ids (integers)")
+    return array.astype(np.int64)
+
+
+def _call(verifier, block, target, framework, rng, torch_generator):
+    target_probs, draft_probs, draft_ids = block.arrays(target)
+    if framework == "torch":
+        import torch
+        args = (torch.from_numpy(target_probs), torch.from_numpy(draft_probs),
+                torch.from_numpy(draft_ids), torch_generator)
+    else:
+        args = (target_probs, draft_probs, draft_ids, rng)
+    return _as_array(verifier(*args))
+
+
+def _parse(output, block, laws, target):
+    """(lengths, sequences with -1 past each output, violation) from the
+    verifier's ``[B, L+1]`` output: each row's accepted tokens must be a
+    drafted prefix, then one token; tokens of target probability 0 after
+    their prefix are a violation, named by the first example."""
+    depth, v, b = laws.depth, laws.vocab_size, block.count
+    if output.shape != (b, depth + 1):
+        raise MdsdError(f"the verifier returned shape {output.shape} for {b} blocks of depth "
+                        f"{depth}; expected ({b}, {depth + 1}): the accepted draft tokens, one "
+                        "recovered or bonus token, then -1")
+    padding = output < 0
+    lengths = np.where(padding.any(axis=1), padding.argmax(axis=1), depth + 1)
+    after = np.arange(depth + 1)[None, :] >= lengths[:, None]
+    bad_padding = (after & (output != -1)) | (~after & (output < 0))
+    if bad_padding.any():
+        row = int(np.argmax(bad_padding.any(axis=1)))
+        raise MdsdError(f"the verifier's output row {row} is {output[row].tolist()}: tokens, "
+                        "then -1 padding to the end")
+    if (lengths == 0).any():
+        row = int(np.argmax(lengths == 0))
+        raise MdsdError(f"the verifier's output row {row} is {output[row].tolist()}: it holds no "
+                        "token (a block emits at least one)")
+    outside = ~after & (output >= v)
+    if outside.any():
+        row = int(np.argmax(outside.any(axis=1)))
+        raise MdsdError(f"the verifier returned token {int(output[row][outside[row]][0])} in row "
+                        f"{row} ({output[row].tolist()}), outside the vocabulary [0, {v})")
+    # The accepted tokens: a prefix of some drafted path.
+    drafted = np.zeros(b, dtype=bool)
+    for k in range(block.paths):
+        same = (output[:, :depth] == block.tokens[:, k]) | (np.arange(depth)[None, :]
+                                                             >= lengths[:, None] - 1)
+        drafted |= same.all(axis=1)
+    if not drafted.all():
+        row = int(np.argmax(~drafted))
+        raise MdsdError(f"the verifier's output row {row} is {output[row].tolist()}, but its "
+                        f"first {lengths[row] - 1} tokens are not a drafted prefix (drafts "
+                        f"{block.tokens[row].tolist()}): a block accepts drafted tokens, then "
+                        "emits one")
+    violation = None
+    index = np.zeros(b, dtype=np.int64)
+    for j in range(depth + 1):
+        live = lengths > j
+        token = np.where(live, output[:, j], 0)
+        zero = live & (target[index, token] == 0)
+        if zero.any() and violation is None:
+            row = int(np.argmax(zero))
+            violation = (f"token {int(token[row])} at position {j} of output "
+                         f"{output[row][:lengths[row]].tolist()} has target probability 0 "
+                         "after its prefix")
+        if j < depth:
+            index = np.where(live, laws.child(index, j, token), index)
+    return lengths, violation
+
+
+def _complete(output, lengths, laws, sampler, rng):
+    """Each output extended to L + 1 tokens by target samples (``sampler``
+    over the target's rows): the sequence index in base V and its first
+    token."""
+    depth, v = laws.depth, laws.vocab_size
+    index = np.zeros(len(output), dtype=np.int64)
+    sequence = np.zeros(len(output), dtype=np.int64)
+    first = None
+    for j in range(depth + 1):
+        drawn = sampler.draw(index, rng)
+        token = np.where(lengths > j, output[:, j], drawn)
+        if j == 0:
+            first = token
+        sequence = sequence * v + token
+        if j < depth:
+            index = laws.child(index, j, token)
+    return sequence, first
+
+
+def check_block_verifier(verifier, depth, *, paths=1, vocab_size=6, laws="markov",
+                         samples=200_000, seed=0, batch_size=4096, level=0.01, control=True,
+                         framework="numpy", exact=False):
+    """Whether a block sampler preserves the target's law of sequences, in
+    vLLM's rejection-sampler layout: ``verifier(target_probs, draft_probs,
+    draft_token_ids, rng) -> output_token_ids`` with ``target_probs`` ``[B,
+    L+1, V]`` (row j: the target's law after the first j draft tokens; row
+    L the bonus position), ``draft_probs`` ``[B, L, V]``, ``draft_token_ids``
+    int64 ``[B, L]`` and the output ``[B, L+1]``: the accepted draft tokens,
+    one recovered or bonus token, then -1. With ``paths=K > 1`` every input
+    gains a path axis after B (the paths drawn i.i.d. from the draft).
+    ``framework="torch"`` passes CPU tensors and a ``torch.Generator``
+    (torch's global generator is seeded too); outputs may be numpy arrays,
+    tensors or lists. Returns a ``BlockVerifierReport``.
+
+    ``laws``: ``"markov"`` (random context-dependent laws from ``seed``,
+    mixing flat and peaked rows, zeros, p = q and disjoint supports),
+    ``"iid"`` (one pair at every position), a ``MarkovLaws`` or a
+    ``CallbackModel`` (its laws after every prefix of up to L tokens).
+
+    Every output, completed to L + 1 tokens by target samples, must have
+    the target's law of sequences: Pearson's chi-square over the V^(L+1)
+    sequences (pooled where expected counts are small), and of the first
+    token alone; a negative control runs the same drafts against a target
+    moved by 1.5 times the detectable total variation (lossless is None,
+    inconclusive, when that is not detected); E[tau] with its 99% interval
+    beside the exact E[tau] of token-by-token SD, of block verification and
+    the block optimum (or an upper bound) on the same laws: E[tau] above
+    the optimum is proof of loss whatever the chi-square says.
+
+    ``exact=True``: ``verifier(target_probs, draft_probs, draft_token_ids)``
+    returns, per block, the law of its output as a dict ``{tuple of tokens:
+    probability}``; every draft block is enumerated and the output law
+    checked to 1e-9.
+
+    >>> def token_sd(target, draft, drafts, rng):   # token-by-token speculative sampling
+    ...     ...
+    >>> report = mdsd.check_block_verifier(token_sd, depth=4)  # doctest: +SKIP
+    >>> report.lossless                                        # doctest: +SKIP
+    True
+    """
+    if not callable(verifier):
+        raise TypeError(f"verifier={verifier!r}: expected a function")
+    depth = _rows.whole(depth, "depth", least=1)
+    paths = _rows.whole(paths, "paths", least=1)
+    vocab_size = _rows.whole(vocab_size, "vocab_size", least=2)
+    seed = _rows.whole(seed, "seed")
+    batch_size = _rows.whole(batch_size, "batch_size", least=1)
+    framework = _rows.text(framework, "framework")
+    if framework not in ("numpy", "torch"):
+        raise MdsdError(f"framework={framework!r}: expected 'numpy' or 'torch'")
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, (int, float, np.floating)):
+        raise TypeError(f"level={level!r}: expected a probability, got {type(level).__name__}")
+    if not 0 < level < 1:
+        raise MdsdError(f"level={level!r}: expected a probability in (0, 1)")
+    table = _laws(laws, vocab_size, depth, seed)
+    references = _references(table, paths)
+    if exact:
+        return _check_exact(verifier, table, paths, framework, references)
+    samples = _rows.whole(samples, "samples", least=2)
+    return _check_sampled(verifier, table, paths, samples, seed, batch_size, float(level),
+                          _rows.flag(control, "control"), framework, references)
+
+
+def _callback(table):
+    """The tabled laws as a CallbackModel, for the library's exact block
+    references."""
+    v = table.vocab_size
+
+    def lookup(rows):
+        def call(prefixes):
+            return rows[[int(table.offsets[len(p)]) + _number(p, v) for p in prefixes]]
+        return call
+    return CallbackModel(lookup(table.target), lookup(table.draft), v, logits=False,
+                         cache_size=0)
+
+
+def _number(prefix, v):
+    n = 0
+    for token in prefix:
+        n = n * v + int(token)
+    return n
+
+
+def _references(table, paths):
+    """Exact E[tau] of token-by-token SD and block verification (one path),
+    and the block optimum of K paths: the LP where it runs, else the
+    closed-form upper bound."""
+    model = _callback(table)
+    exact = block_efficiency(model, [[]], table.depth, 1, ["token", "bv"], samples=None)
+    out = {"token": exact.methods["token"].expected_accepted,
+           "bv": exact.methods["bv"].expected_accepted}
+    if paths == 1:
+        # Block verification is the optimum of one path.
+        out.update(optimum=out["bv"], optimum_kind="bv (optimal for one path)")
+        return out
+    for kind in ("lp", "bound"):
+        try:
+            figures = block_efficiency(model, [[]], table.depth, paths, [kind], samples=None)
+        except MdsdError:
+            continue
+        out.update(optimum=figures.methods[kind].expected_accepted,
+                   optimum_kind="LP" if kind == "lp" else "upper bound (sum of alpha*_d)")
+        return out
+    out.update(optimum=None, optimum_kind=None)
+    return out
+
+
+def _check_sampled(verifier, table, paths, samples, seed, batch_size, level, control, framework,
+                   references):
+    v, depth = table.vocab_size, table.depth
+    torch_generator = None
+    if framework == "torch":
+        try:
+            import torch
+        except ImportError as e:
+            raise MdsdError("framework='torch' needs torch installed") from e
+        torch.manual_seed(seed)
+        torch_generator = torch.Generator().manual_seed(seed)
+    law = table.sequence_law()
+    fit_before = _mdsd.detectable_tv(law, samples, level)
+    target_sampler = _Sampler(table.target)
+    if control:
+        moved_root, control_tv = _moved(table.target[0], 1.5 * fit_before)
+        moved = table.target.copy()
+        moved[0] = moved_root
+        moved_sampler = _Sampler(moved)
+    counts = np.zeros(len(law), dtype=np.int64)
+    first_counts = np.zeros(v, dtype=np.int64)
+    control_counts = np.zeros(len(law), dtype=np.int64)
+    tau_counts = np.zeros(depth + 1, dtype=np.int64)
+    draft_rng = np.random.default_rng([seed, 0])
+    verify_rng, complete_rng = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 2])
+    control_rng = np.random.default_rng([seed, 3])
+    violation = None
+    for first in range(0, samples, batch_size):
+        count = min(batch_size, samples - first)
+        block = _Block(table, count, paths, draft_rng)
+        output = _call(verifier, block, table.target, framework, verify_rng, torch_generator)
+        lengths, found = _parse(output, block, table, table.target)
+        violation = violation or found
+        tau_counts += np.bincount(lengths - 1, minlength=depth + 1)
+        sequence, first_token = _complete(output, lengths, table, target_sampler, complete_rng)
+        counts += np.bincount(sequence, minlength=len(law))
+        first_counts += np.bincount(first_token, minlength=v)
+        if control:
+            output = _call(verifier, block, moved, framework, control_rng, torch_generator)
+            lengths, _ = _parse(output, block, table, moved)
+            sequence, _ = _complete(output, lengths, table, moved_sampler, control_rng)
+            control_counts += np.bincount(sequence, minlength=len(law))
+    fit = _mdsd.goodness_of_fit(counts, law, level)
+    first_fit = _mdsd.goodness_of_fit(first_counts, table.target[0], level)
+    tau_law = tau_counts / samples
+    taus = np.arange(depth + 1)
+    mean = float(tau_law @ taus)
+    spread = float(np.sqrt(max(tau_law @ taus ** 2 - mean ** 2, 0.0) * samples / (samples - 1)))
+    half = 2.576 * spread / np.sqrt(samples)
+    interval = (mean - half, mean + half)
+    reasons = []
+    lossless = bool(fit["p_value"] >= level and first_fit["p_value"] >= level)
+    if fit["p_value"] < level:
+        reasons.append(f"the law of completed blocks is not the target's (chi-square p-value "
+                       f"{fit['p_value']:.2e})")
+    if first_fit["p_value"] < level:
+        reasons.append(f"the first output token's law is not the target's (p-value "
+                       f"{first_fit['p_value']:.2e})")
+    if violation:
+        lossless = False
+        reasons.append(violation)
+    optimum = references.get("optimum")
+    if optimum is not None and interval[0] > optimum + 1e-9:
+        lossless = False
+        reasons.append(f"E[tau] = {mean:.4f} (99% interval from {interval[0]:.4f}) is above "
+                       f"the optimum of any lossless verifier, {optimum:.4f} "
+                       f"({references['optimum_kind']}): proof of loss")
+    control_fields = {}
+    if control:
+        control_fit = _mdsd.goodness_of_fit(control_counts, law, level)
+        detected = control_fit["p_value"] < level
+        control_fields = {"control_tv": control_tv, "control_p_value": control_fit["p_value"],
+                          "control_detected": detected}
+        if lossless and not detected:
+            lossless = None
+            reasons.append("the negative control was not detected: the test had no power at "
+                           "this sample size (more samples), or the verifier does not read "
+                           "its target_probs")
+    expected = law * samples
+    score = np.abs(counts - expected) / np.sqrt(np.maximum(expected, 1.0))
+    worst = []
+    for i in np.argsort(-score, kind="stable")[:5]:
+        digits = []
+        n = int(i)
+        for _ in range(depth + 1):
+            digits.append(n % v)
+            n //= v
+        worst.append({"sequence": digits[::-1], "expected": float(expected[i]),
+                      "observed": int(counts[i])})
+    return BlockVerifierReport(
+        mode="sampling", lossless=lossless, depth=depth, paths=paths, vocab_size=v,
+        laws=table.source, samples=samples, level=level, p_value=fit["p_value"],
+        statistic=fit["statistic"], degrees_of_freedom=fit["degrees_of_freedom"],
+        first_token_p_value=first_fit["p_value"], detectable_tv=fit["detectable_tv"],
+        expected_accepted=mean, interval_99=interval, tau_law=tau_law.tolist(),
+        reference=references, worst=worst, degenerate=mean == 0.0, reasons=reasons,
+        **control_fields)
+
+
+def _enumerate_blocks(table, paths):
+    """Every draft block (K-tuple of paths) with its probability, in
+    batches of tuples."""
+    v, depth = table.vocab_size, table.depth
+    single = []
+    for number in range(v ** depth):
+        digits, n = [], number
+        for _ in range(depth):
+            digits.append(n % v)
+            n //= v
+        single.append(digits[::-1])
+    single = np.asarray(single, dtype=np.int64).reshape(-1, depth)
+    index = np.zeros((len(single), depth + 1), dtype=np.int64)
+    prob = np.ones(len(single))
+    for j in range(depth):
+        prob *= table.draft[index[:, j], single[:, j]]
+        index[:, j + 1] = table.child(index[:, j], j, single[:, j])
+    keep = prob > 0
+    single, index, prob = single[keep], index[keep], prob[keep]
+    if len(single) ** paths > EXACT_BLOCK_LIMIT:
+        raise MdsdError(f"exact mode enumerates {len(single)}^{paths} draft blocks, above "
+                        f"{EXACT_BLOCK_LIMIT}: a smaller vocab_size, depth or paths, or "
+                        "exact=False")
+    grid = np.stack(np.meshgrid(*[np.arange(len(single))] * paths, indexing="ij"),
+                    axis=-1).reshape(-1, paths)
+    block = _Block.__new__(_Block)
+    block.tokens, block.index = single[grid], index[grid]
+    block.count, block.paths, block.draft = len(grid), paths, table.draft
+    return block, prob[grid].prod(axis=1)
+
+
+def _check_exact(verifier, table, paths, framework, references):
+    v, depth = table.vocab_size, table.depth
+    block, prob = _enumerate_blocks(table, paths)
+    target_probs, draft_probs, draft_ids = block.arrays(table.target)
+    if framework == "torch":
+        import torch
+        laws = verifier(torch.from_numpy(target_probs), torch.from_numpy(draft_probs),
+                        torch.from_numpy(draft_ids))
+    else:
+        laws = verifier(target_probs, draft_probs, draft_ids)
+    if len(laws) != block.count:
+        raise MdsdError(f"the exact verifier returned {len(laws)} laws for {block.count} draft "
+                        "blocks: one dict per block")
+    output = np.zeros(v ** (depth + 1))
+    expected_accepted, law_error = 0.0, 0.0
+    tau_law = np.zeros(depth + 1)
+    for b, law in enumerate(laws):
+        total = 0.0
+        for tokens, mass in dict(law).items():
+            tokens = [int(t) for t in tokens]
+            if not 1 <= len(tokens) <= depth + 1 or any(not 0 <= t < v for t in tokens):
+                raise MdsdError(f"the exact verifier's law for block {b} holds {tokens}: "
+                                f"1 to {depth + 1} tokens of the vocabulary [0, {v})")
+            if not any(block.tokens[b, k, :len(tokens) - 1].tolist() == tokens[:-1]
+                       for k in range(paths)):
+                raise MdsdError(f"the exact verifier's law for block {b} holds {tokens}, whose "
+                                "accepted tokens are not a drafted prefix")
+            total += mass
+            weight = prob[b] * mass
+            expected_accepted += weight * (len(tokens) - 1)
+            tau_law[len(tokens) - 1] += weight
+            _extend(table, tokens, weight, output)
+        law_error = max(law_error, abs(total - 1.0))
+    error = float(np.abs(output - table.sequence_law()).max())
+    lossless = bool(max(error, law_error) <= BlockVerifierReport.TOLERANCE)
+    reasons = [] if lossless else [f"the output law of completed blocks misses the target's "
+                                   f"by {max(error, law_error):.3e}"]
+    return BlockVerifierReport(
+        mode="exact", lossless=lossless, depth=depth, paths=paths, vocab_size=v,
+        laws=table.source, max_law_error=max(error, law_error), expected_accepted=expected_accepted,
+        tau_law=tau_law.tolist(), reference=references, degenerate=expected_accepted == 0.0,
+        reasons=reasons)
+
+
+def _extend(table, tokens, mass, output):
+    """Adds ``mass`` times the target's continuations of ``tokens`` to L + 1
+    tokens into ``output`` (indexed in base V)."""
+    v, depth = table.vocab_size, table.depth
+    index, number = 0, 0
+    for j, token in enumerate(tokens):
+        number = number * v + token
+        if j < depth:
+            index = int(table.child(index, j, token))
+    # The output's own probability is `mass`; the rest follows p.
+    weights = np.array([mass])
+    numbers = np.array([number])
+    indices = np.array([index])
+    for j in range(len(tokens), depth + 1):
+        rows = table.target[indices]
+        weights = (weights[:, None] * rows).reshape(-1)
+        numbers = (numbers[:, None] * v + np.arange(v)[None, :]).reshape(-1)
+        if j < depth:
+            indices = table.child(np.repeat(indices, v), j, np.tile(np.arange(v), len(indices)))
+    np.add.at(output, numbers, weights)
+
+
+def samples_needed(tv, vocab_size, depth, level=0.01, power=0.99):
+    """The fewest sampled blocks at which ``check_block_verifier``'s test
+    over the V^(L+1) completed sequences detects a sampler whose law of
+    sequences is ``tv`` away from the target's (in total variation), with
+    ``power`` at ``level``: assuming every sequence's expected count is at
+    least 5 (rarer ones are pooled, which changes the figure little)."""
+    vocab_size = _rows.whole(vocab_size, "vocab_size", least=2)
+    depth = _rows.whole(depth, "depth", least=1)
+    for name, x in (("tv", tv), ("level", level), ("power", power)):
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.floating)):
+            raise TypeError(f"{name}={x!r}: expected a probability, got {type(x).__name__}")
+    return _mdsd.samples_needed(float(tv), vocab_size ** (depth + 1), float(level), float(power))
+
+
+def _log_rows(x):
+    """A log's rows as an array-like read a slice at a time: numpy arrays
+    and memory maps as they are, tensors on the host, anything else with a
+    ``shape`` and slicing (an HDF5 or zarr dataset) too."""
+    if hasattr(x, "detach"):
+        x = x.detach().to("cpu").numpy()
+    if isinstance(x, (list, tuple)):
+        x = np.asarray(x, dtype=np.float64)
+    if not hasattr(x, "shape") or not hasattr(x, "__getitem__"):
+        raise TypeError(f"target_probs: expected an array [N, V] or [N, L+1, V], got "
+                        f"{type(x).__name__}")
+    return x
+
+
+def audit_first_tokens(target_probs, output_token_ids, seed=0, level=0.01):
+    """Whether the tokens an engine emitted follow the target's law, from a
+    log of real steps, at full vocabulary: ``target_probs`` ``[N, V]`` (the
+    target's law at the first position of step i, a different law per row)
+    and ``output_token_ids`` ``[N]`` (the token emitted first); or, where
+    the log holds the target's law at every position of each block,
+    ``[N, L+1, V]`` and the output ``[N, L+1]`` (-1 padded), and every
+    emitted token is audited against its position's row.
+
+    For any lossless block verifier the token emitted at position j + 1,
+    given that position j + 1 is emitted and the tokens before it, has the
+    target's law after those tokens (docs/check-block.md), so the
+    randomised probability integral transform u = F(y - 1) + U p(y) of
+    every emitted token is uniform on [0, 1], independently of the others.
+    Its ``PIT_BINS`` bins are tested by chi-square. Returns a
+    ``FirstTokenAudit``: ``lossless`` True, False, or None when the test has
+    no power (too few tokens), ``p_value``, ``detectable_tv`` (the smallest
+    total variation of the binned transform detected with 99% power: a
+    loss inside one bin is not seen).
+
+    From first tokens alone it sees the first position only: a sampler
+    wrong only at later positions (block verification with a token-wise
+    residual, say) passes. Rows are read a slice at a time, so a memory
+    map or an HDF5 dataset of a long log works."""
+    probs = _log_rows(target_probs)
+    tokens = _as_array(output_token_ids, "output_token_ids")
+    if len(probs.shape) == 2:
+        positions = 1
+        if tokens.ndim != 1:
+            raise MdsdError(f"output_token_ids has shape {tokens.shape} for target_probs of "
+                            f"shape {probs.shape}: one emitted token per step, [N]")
+        tokens = tokens[:, None]
+    elif len(probs.shape) == 3:
+        positions = probs.shape[1]
+        if tokens.shape != probs.shape[:2]:
+            raise MdsdError(f"output_token_ids has shape {tokens.shape} for target_probs of "
+                            f"shape {probs.shape}: [N, L+1], -1 past each block's output")
+    else:
+        raise MdsdError(f"target_probs has shape {probs.shape}: expected [N, V] or "
+                        "[N, L+1, V]")
+    n, v = probs.shape[0], probs.shape[-1]
+    if n == 0 or v == 0:
+        raise MdsdError(f"target_probs has shape {probs.shape}: an empty log")
+    if len(tokens) != n:
+        raise MdsdError(f"output_token_ids has {len(tokens)} steps for {n} rows of "
+                        "target_probs: one per step")
+    emitted = tokens >= 0
+    if not emitted[:, 0].all():
+        i = int(np.argmax(~emitted[:, 0]))
+        raise MdsdError(f"output_token_ids[{i}] emits no first token: every step emits one")
+    outside = emitted & (tokens >= v)
+    if outside.any():
+        i = int(np.argmax(outside.any(axis=1)))
+        raise MdsdError(f"output_token_ids[{i}] = {tokens[i].tolist()} holds a token outside "
+                        f"the vocabulary [0, {v})")
+    rng = np.random.default_rng(seed)
+    # Rows a slice: about 16 million floats in memory at a time.
+    chunk = max(1, (1 << 24) // (v * positions))
+    values, impossible = [], None
+    for start in range(0, n, chunk):
+        rows = np.asarray(probs[start:start + chunk], dtype=np.float64).reshape(-1, v)
+        if not np.isfinite(rows).all() or (rows < 0).any():
+            raise MdsdError("target_probs holds a negative or non-finite entry: rows are laws")
+        picked = tokens[start:start + chunk].reshape(-1)
+        keep = picked >= 0
+        rows, picked = rows[keep], picked[keep]
+        r = np.arange(len(picked))
+        cumulative = np.cumsum(rows, axis=1)
+        total = cumulative[:, -1]
+        if not (total > 0).all():
+            raise MdsdError("a row of target_probs sums to 0: rows are laws")
+        mass = rows[r, picked]
+        if impossible is None and (mass == 0).any():
+            impossible = (f"token {int(picked[np.argmax(mass == 0)])} was emitted where the "
+                          "target gives it probability 0")
+        # Each row renormalised: rows stored in narrow floats sum to 1 only
+        # within their precision.
+        below = cumulative[r, picked] - mass
+        values.append((below + rng.random(len(picked)) * mass) / total)
+    u = np.concatenate(values)
+    bins = int(max(2, min(PIT_BINS, len(u) // 10)))
+    counts = np.bincount(np.minimum((u * bins).astype(np.int64), bins - 1), minlength=bins)
+    fit = _mdsd.goodness_of_fit(counts, np.full(bins, 1.0 / bins), float(level))
+    lossless = bool(fit["p_value"] >= level)
+    reason = None
+    if impossible:
+        lossless, reason = False, impossible
+    elif not lossless:
+        reason = (f"the emitted tokens do not follow their rows' laws (chi-square p-value "
+                  f"{fit['p_value']:.2e} over {bins} bins of the transform)")
+    elif fit["detectable_tv"] >= 1.0:
+        lossless, reason = None, "too few tokens: the test cannot detect any loss"
+    return FirstTokenAudit(lossless=lossless, steps=n, tokens=len(u), bins=bins,
+                           p_value=fit["p_value"], statistic=fit["statistic"],
+                           detectable_tv=fit["detectable_tv"], level=float(level),
+                           reason=reason)
