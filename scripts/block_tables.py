@@ -66,6 +66,16 @@ def tree_table(title, laws):
             print(f"| {tree} | {children} | " + " | ".join(cells) + f" | {lp} |")
 
 
+def sampled_cell(command):
+    """E[tau] ± the 99% half-width of one sampled `mdsd block --json` run,
+    empty where the method does not apply."""
+    done = subprocess.run([MDSD, "block", *command, "--json"], capture_output=True, text=True)
+    if done.returncode != 0:
+        return ""
+    r = json.loads(done.stdout)["methods"][0]
+    return f"{r['expected_accepted']:.3f} ± {Z_99 * r['standard_error']:.3f}"
+
+
 def real_table(row, samples):
     """Sampled E[tau] ± the 99% half-width, the real row as the law at every
     position (a context model: not the two models on their own drafts)."""
@@ -76,16 +86,9 @@ def real_table(row, samples):
     print("|---|---|" + "---|" * len(PATH_METHODS))
     for depth in (2, 4):
         for k in (1, 2, 4):
-            cells = []
-            for method in PATH_METHODS:
-                cmd = [MDSD, "block", *laws, "--depth", str(depth), "--paths", str(k),
-                       "--methods", method, "--samples", str(samples), "--json"]
-                done = subprocess.run(cmd, capture_output=True, text=True)
-                if done.returncode != 0:
-                    cells.append("")
-                    continue
-                r = json.loads(done.stdout)["methods"][0]
-                cells.append(f"{r['expected_accepted']:.3f} ± {Z_99 * r['standard_error']:.3f}")
+            cells = [sampled_cell([*laws, "--depth", str(depth), "--paths", str(k),
+                                   "--methods", method, "--samples", str(samples)])
+                     for method in PATH_METHODS]
             print(f"| {depth} | {k} | " + " | ".join(cells) + " |")
 
 
@@ -98,16 +101,9 @@ def sampled_tree_table(laws, samples):
     print("|---|---|" + "---|" * len(methods))
     for tree in ("4,2,2,1", "2,2,2,2"):
         for children in ("iid", "wor", "top"):
-            cells = []
-            for method in methods:
-                cmd = [MDSD, "block", *laws, "--tree", tree, "--children", children,
-                       "--methods", method, "--samples", str(samples), "--json"]
-                done = subprocess.run(cmd, capture_output=True, text=True)
-                if done.returncode != 0:
-                    cells.append("")
-                    continue
-                r = json.loads(done.stdout)["methods"][0]
-                cells.append(f"{r['expected_accepted']:.3f} ± {Z_99 * r['standard_error']:.3f}")
+            cells = [sampled_cell([*laws, "--tree", tree, "--children", children,
+                                   "--methods", method, "--samples", str(samples)])
+                     for method in methods]
             print(f"| {tree} | {children} | " + " | ".join(cells) + " |")
 
 

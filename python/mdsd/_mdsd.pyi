@@ -41,7 +41,8 @@ def verifier_settings(name: str) -> List[str]: ...
 def block_efficiency(
     model: CallbackModel, prompts: Sequence[Sequence[int]], depth: int, paths: int,
     tree: Optional[Sequence[int]], children: str, methods: Sequence[str],
-    samples: Optional[int], seed: int, batch: int,
+    custom: Sequence[Tuple[str, Callable[..., Any]]], samples: Optional[int], seed: int,
+    batch: int,
 ) -> Dict[str, Any]: ...
 
 @final

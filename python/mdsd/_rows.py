@@ -107,6 +107,20 @@ def token_ids(ids: Any, name: str) -> list:
     return [whole(t, f"{name}[{i}]") for i, t in enumerate(ids)]
 
 
+def token_array(output: Any, name: str) -> np.ndarray:
+    """Token ids from numpy, torch tensors or lists, as int64 (floats that
+    hold whole numbers too)."""
+    if hasattr(output, "detach"):
+        output = output.detach().to("cpu").numpy()
+    array = np.asarray(output)
+    if array.dtype.kind not in "iu":
+        whole_floats = (array.dtype.kind == "f" and bool(np.isfinite(array).all())
+                        and bool((array == np.round(array)).all()))
+        if not whole_floats:
+            raise MdsdError(f"{name} has dtype {array.dtype}: expected token ids (integers)")
+    return array.astype(np.int64)
+
+
 def stored(*arrays: Any) -> str:
     """The coarsest float type among the caller's rows, before widening:
     it sets how far from 1 a row of probabilities may sum."""

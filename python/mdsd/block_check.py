@@ -198,16 +198,7 @@ class _Block:
 
 
 def _as_array(output, name="the verifier's output"):
-    """numpy, torch tensors or lists as an int64 array."""
-    if hasattr(output, "detach"):
-        output = output.detach().to("cpu").numpy()
-    array = np.asarray(output)
-    if array.dtype.kind not in "iu":
-        if array.dtype.kind == "f" and np.all(np.isfinite(array)) and np.all(array == np.round(array)):
-            array = array.astype(np.int64)
-        else:
-            raise MdsdError(f"{name} has dtype {array.dtype}: expected token ids (integers)")
-    return array.astype(np.int64)
+    return _rows.token_array(output, name)
 
 
 def _call(verifier, block, target, framework, rng, torch_generator):

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _mdsd
 from ._mdsd import MdsdError
-from ._rows import text, token_ids, whole
+from ._rows import text, token_array, token_ids, whole
 from .optimum import alpha_star
 from .results import BlockEfficiency
 from .verifier import Verifier
@@ -84,6 +84,24 @@ class CallbackModel:
                 f"draft_calls={self.draft_calls})")
 
 
+def _round(sampler, paths, seed):
+    """A user's block sampler as the native module calls it once a round:
+    the arrays with their path axis (dropped for one path), a generator per
+    round, the answer as int64 ``[B, L+1]``."""
+    def call(target_probs, draft_probs, draft_token_ids, round_number):
+        if paths == 1:
+            target_probs, draft_probs = target_probs[:, 0], draft_probs[:, 0]
+            draft_token_ids = draft_token_ids[:, 0]
+        rng = np.random.default_rng([seed, round_number])
+        output = sampler(target_probs, draft_probs, draft_token_ids, rng)
+        return np.ascontiguousarray(token_array(output, f"{_name(sampler)}'s output"))
+    return call
+
+
+def _name(sampler):
+    return getattr(sampler, "__name__", type(sampler).__name__)
+
+
 def block_efficiency(model, prompts, depth, paths=1, methods=BLOCK_METHODS, *, tree=None,
                      children="wor", samples=10_000, seed=0, batch=64):
     """Blocks of ``paths`` draft paths of ``depth`` tokens on a live model
@@ -101,6 +119,12 @@ def block_efficiency(model, prompts, depth, paths=1, methods=BLOCK_METHODS, *, t
     draft's top-k); ``depth`` must be ``len(tree)``. A method that does not
     read the shape is refused with the reason.
 
+    A method may also be your own block sampler in vLLM's layout, as
+    ``check_block_verifier`` calls it (``fn(target_probs, draft_probs,
+    draft_token_ids, rng) -> [B, L+1]``), called once a round on the same
+    drafted trees as the built-in methods (sampled mode, K i.i.d. paths):
+    its figures are under its ``__name__``.
+
     ``prompts`` is a list of token-id lists (or one list of ints); block b
     is drafted after ``prompts[b % len(prompts)]``. Sampled mode draws
     ``samples`` blocks, ``batch`` of them drafted together (one call per
@@ -116,6 +140,12 @@ def block_efficiency(model, prompts, depth, paths=1, methods=BLOCK_METHODS, *, t
     if isinstance(methods, str):
         methods = [methods]
     paths = whole(paths, "paths", 1)
+    custom = [(_name(m), _round(m, paths, whole(seed, "seed"))) for m in methods if callable(m)]
+    methods = [m for m in methods if not callable(m)]
+    if custom and (samples is None or tree is not None):
+        raise MdsdError(f"methods: {custom[0][0]} is your own sampler, which block_efficiency "
+                        "runs in sampled mode on i.i.d. paths (samples=N, no tree); "
+                        "check_block_verifier(exact=True) enumerates one")
     if tree is not None:
         if paths != 1:
             raise MdsdError(f"paths={paths} and tree: a block drafts i.i.d. paths or a static "
@@ -126,7 +156,7 @@ def block_efficiency(model, prompts, depth, paths=1, methods=BLOCK_METHODS, *, t
         tree = [whole(b, f"tree[{d}]", 1) for d, b in enumerate(tree)]
     result = _mdsd.block_efficiency(model._native, prompts, whole(depth, "depth", 1), paths,
                                     tree, text(children, "children"),
-                                    [text(m, "methods") for m in methods],
+                                    [text(m, "methods") for m in methods], custom,
                                     None if samples is None else whole(samples, "samples", 1),
                                     whole(seed, "seed"), whole(batch, "batch", 1))
     return BlockEfficiency.of(result, exact=samples is None)

@@ -14,8 +14,10 @@ use mdsd::core::{
 use mdsd::logits::Values;
 use mdsd::verify::VerifyError;
 use mdsd::verify::block::{
-    BlockReport, CachedModel, LiveModel, LiveSettings, exact_live_blocks, sampled_live_blocks,
+    BlockReport, CachedModel, LiveModel, LiveSettings, RoundBlock, RoundVerifier,
+    exact_live_blocks, sampled_live_blocks_with,
 };
+use numpy::ndarray::Array4;
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -55,6 +57,14 @@ impl Calls {
         self.of(side).load(Ordering::Relaxed)
     }
 
+    /// Keeps a function's exception to be the cause of the run's error,
+    /// and gives its first line for the message.
+    fn raised(&self, e: PyErr) -> String {
+        let message = e.to_string().lines().next().unwrap_or_default().to_string();
+        *self.raised.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+        message
+    }
+
     fn take_raised(&self) -> Option<PyErr> {
         self.raised
             .lock()
@@ -87,16 +97,10 @@ impl LiveModel for Callbacks {
         };
         self.calls.of(side).fetch_add(1, Ordering::Relaxed);
         let rows: Vec<Vec<f64>> = Python::attach(|py| {
-            let answer = function.call1(py, (prefixes.to_vec(),)).map_err(|e| {
-                // One line here; the whole exception is the cause.
-                let message = e.to_string().lines().next().unwrap_or_default().to_string();
-                *self
-                    .calls
-                    .raised
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = Some(e);
-                failed(message)
-            })?;
+            // One line here; the whole exception is the cause.
+            let answer = function
+                .call1(py, (prefixes.to_vec(),))
+                .map_err(|e| failed(self.calls.raised(e)))?;
             let array: PyReadonlyArray2<f64> = answer
                 .extract(py)
                 .map_err(|e| failed(format!("its answer is not a [batch, V] float array: {e}")))?;
@@ -351,6 +355,97 @@ fn method_dict<'py>(py: Python<'py>, report: &BlockReport) -> PyResult<Bound<'py
     Ok(dict)
 }
 
+/// A user's block sampler, called once a round: the arrays of vLLM's
+/// layout (`[B, K, L+1, V]`, `[B, K, L, V]`, `[B, K, L]`) are built here
+/// from the drafted trees, and the package's `function(target_probs,
+/// draft_probs, draft_token_ids, round)` calls the user's and answers int64
+/// `[B, L+1]`, -1 padded.
+struct PyRoundVerifier {
+    name: String,
+    function: Py<PyAny>,
+    depth: usize,
+    calls: Arc<Calls>,
+}
+
+impl RoundVerifier for PyRoundVerifier {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn sample_round(
+        &self,
+        blocks: &[RoundBlock<'_>],
+        round: u64,
+    ) -> Result<Vec<Vec<usize>>, VerifyError> {
+        let failed = |message: String| VerifyError::Sampler {
+            name: self.name.clone(),
+            message,
+        };
+        let (b, depth) = (blocks.len(), self.depth);
+        let k = blocks.first().map_or(0, |block| block.paths.len());
+        let v = blocks.first().map_or(0, |block| block.model.vocab_size());
+        let mut target = Vec::with_capacity(b * k * (depth + 1) * v);
+        let mut draft = Vec::with_capacity(b * k * depth * v);
+        let mut ids = Vec::with_capacity(b * k * depth);
+        for block in blocks {
+            for path in block.paths {
+                for j in 0..=depth {
+                    let context = block.model.context(&path[..j]);
+                    target.extend_from_slice(block.model.target(context).probs());
+                    if j < depth {
+                        draft.extend_from_slice(block.model.draft(context).probs());
+                        ids.push(path[j] as i64);
+                    }
+                }
+            }
+        }
+        let shape = |positions| (b, k, positions, v);
+        let arrays = (
+            Array4::from_shape_vec(shape(depth + 1), target),
+            Array4::from_shape_vec(shape(depth), draft),
+            numpy::ndarray::Array3::from_shape_vec((b, k, depth), ids),
+        );
+        let (Ok(target), Ok(draft), Ok(ids)) = arrays else {
+            return Err(failed("the round's arrays do not have one shape".into()));
+        };
+        Python::attach(|py| {
+            let answer = self
+                .function
+                .call1(
+                    py,
+                    (
+                        target.into_pyarray(py),
+                        draft.into_pyarray(py),
+                        ids.into_pyarray(py),
+                        round,
+                    ),
+                )
+                .map_err(|e| failed(self.calls.raised(e)))?;
+            let array: PyReadonlyArray2<i64> = answer
+                .extract(py)
+                .map_err(|e| failed(format!("its answer is not an int64 [B, L+1] array: {e}")))?;
+            let array = array.as_array();
+            if array.shape() != [b, depth + 1] {
+                return Err(failed(format!(
+                    "it answered shape {:?} for {b} blocks; expected [{b}, {}]",
+                    array.shape(),
+                    depth + 1
+                )));
+            }
+            Ok(array
+                .rows()
+                .into_iter()
+                .map(|row| {
+                    row.iter()
+                        .take_while(|&&t| t >= 0)
+                        .map(|&t| t as usize)
+                        .collect()
+                })
+                .collect())
+        })
+    }
+}
+
 /// Blocks of `paths` draft paths of `depth` tokens, or of a static `tree`
 /// (children per depth, drawn by `children`: iid, wor, top), on a callback
 /// model: sampled (`samples` blocks, `batch` drafted together, block b
@@ -359,7 +454,7 @@ fn method_dict<'py>(py: Python<'py>, report: &BlockReport) -> PyResult<Bound<'py
 /// Returns `{"methods": {name: figures}, "blocks", "rounds",
 /// "target_calls", "draft_calls"}` (calls that reached the functions).
 #[pyfunction]
-#[pyo3(signature = (model, prompts, depth, paths, tree, children, methods, samples, seed, batch))]
+#[pyo3(signature = (model, prompts, depth, paths, tree, children, methods, custom, samples, seed, batch))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn block_efficiency<'py>(
     py: Python<'py>,
@@ -370,6 +465,7 @@ pub(crate) fn block_efficiency<'py>(
     tree: Option<Vec<usize>>,
     children: &str,
     methods: Vec<String>,
+    custom: Vec<(String, Py<PyAny>)>,
     samples: Option<u64>,
     seed: u64,
     batch: usize,
@@ -385,6 +481,16 @@ pub(crate) fn block_efficiency<'py>(
                 .map_err(|e| MdsdError::new_err(format!("tree: {e}")))?
         }
     };
+    let custom: Vec<PyRoundVerifier> = custom
+        .into_iter()
+        .map(|(name, function)| PyRoundVerifier {
+            name,
+            function,
+            depth,
+            calls: Arc::clone(&model.calls),
+        })
+        .collect();
+    let custom: Vec<&dyn RoundVerifier> = custom.iter().map(|c| c as &dyn RoundVerifier).collect();
     if samples.is_none() && prompts.len() != 1 {
         return Err(MdsdError::new_err(format!(
             "exact mode enumerates the blocks after one prompt; got {}",
@@ -406,7 +512,7 @@ pub(crate) fn block_efficiency<'py>(
                     seed,
                     batch,
                 };
-                sampled_live_blocks(live, &prompts, &names, settings, &signals)
+                sampled_live_blocks_with(live, &prompts, (&names, &custom), settings, &signals)
                     .map(|report| (report.methods, Some((report.blocks, report.rounds))))
             }
             None => {

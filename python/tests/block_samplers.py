@@ -25,13 +25,20 @@ def _emit(ids, stop, token):
     return out
 
 
-def _token_sd(target, draft, ids, rng, residual):
+def _token_stops(target, draft, ids, rng):
+    """Where token-by-token acceptance min(1, p/q) first rejects (L when
+    it never does)."""
     b, depth = ids.shape
-    r = np.arange(b)
     p_tok = np.take_along_axis(target[:, :depth], ids[:, :, None], 2)[:, :, 0]
     q_tok = np.take_along_axis(draft, ids[:, :, None], 2)[:, :, 0]
     accepted = rng.random((b, depth)) < np.minimum(1.0, p_tok / q_tok)
-    stop = np.where(accepted.all(axis=1), depth, np.argmin(accepted, axis=1))
+    return np.where(accepted.all(axis=1), depth, np.argmin(accepted, axis=1))
+
+
+def _token_sd(target, draft, ids, rng, residual):
+    b, depth = ids.shape
+    r = np.arange(b)
+    stop = _token_stops(target, draft, ids, rng)
     rejected = stop < depth
     at = np.minimum(stop, depth - 1)
     weights = np.where(rejected[:, None], residual(target[r, at], draft[r, at]),
@@ -138,10 +145,7 @@ def sd_unnormalised_residual(target, draft, ids, rng):
         return np.minimum((cumulative < u[:, None]).sum(axis=1), rows.shape[1] - 1)
     b, depth = ids.shape
     r = np.arange(b)
-    p_tok = np.take_along_axis(target[:, :depth], ids[:, :, None], 2)[:, :, 0]
-    q_tok = np.take_along_axis(draft, ids[:, :, None], 2)[:, :, 0]
-    accepted = rng.random((b, depth)) < np.minimum(1.0, p_tok / q_tok)
-    stop = np.where(accepted.all(axis=1), depth, np.argmin(accepted, axis=1))
+    stop = _token_stops(target, draft, ids, rng)
     at = np.minimum(stop, depth - 1)
     weights = np.where((stop < depth)[:, None],
                        np.maximum(target[r, at] - draft[r, at], 0.0), target[r, depth])
@@ -151,12 +155,8 @@ def sd_unnormalised_residual(target, draft, ids, rng):
 def sd_bonus_from_last_row(target, draft, ids, rng):
     """Token SD that always emits its last token from the bonus row L,
     after a rejection too."""
-    b, depth = ids.shape
-    p_tok = np.take_along_axis(target[:, :depth], ids[:, :, None], 2)[:, :, 0]
-    q_tok = np.take_along_axis(draft, ids[:, :, None], 2)[:, :, 0]
-    accepted = rng.random((b, depth)) < np.minimum(1.0, p_tok / q_tok)
-    stop = np.where(accepted.all(axis=1), depth, np.argmin(accepted, axis=1))
-    return _emit(ids, stop, _sample(target[:, depth], rng))
+    depth = ids.shape[1]
+    return _emit(ids, _token_stops(target, draft, ids, rng), _sample(target[:, depth], rng))
 
 
 def tree_greedy(target, draft, ids, rng):

@@ -336,3 +336,38 @@ def test_audit_of_first_tokens_alone(real_laws):
         mdsd.audit_first_tokens(np.full((3, 4), 0.25), np.array([0, 1, 7]))
     few = mdsd.audit_first_tokens(np.full((3, 4), 0.25), np.array([0, 1, 2]))
     assert few.lossless is None
+
+
+def test_block_efficiency_takes_your_own_sampler():
+    """Your sampler beside the built-in methods on the same drafted trees:
+    block verification written here and mdsd's agree within the
+    intervals; a sampler's errors are named."""
+    laws = mdsd.MarkovLaws(4, 1, 9)
+    model = mdsd.CallbackModel(laws.target, laws.draft, 4, logits=False)
+    report = mdsd.block_efficiency(model, [[]], 3, 1,
+                                   ["bv", "token", samplers.block_verification, samplers.token_sd],
+                                   samples=20_000, batch=500)
+    exact = mdsd.block_efficiency(model, [[]], 3, 1, ["bv", "token"], samples=None)
+    for mine, theirs in [("block_verification", "bv"), ("token_sd", "token")]:
+        low, high = report.methods[mine].interval_99
+        assert low <= exact.methods[theirs].expected_accepted <= high, (mine, report)
+        assert report.methods[mine].first_token_p_value >= 0.01
+    multi = mdsd.block_efficiency(model, [[]], 2, 2, ["specinfer", samplers.specinfer_paths],
+                                  samples=5_000, batch=500)
+    assert abs(multi.methods["specinfer_paths"].expected_accepted
+               - multi.methods["specinfer"].expected_accepted) < 0.05
+
+    def crashes(target, draft, ids, rng):
+        raise ValueError("boom")
+    with pytest.raises(mdsd.MdsdError, match="the sampler crashes: ValueError: boom") as raised:
+        mdsd.block_efficiency(model, [[]], 2, 1, [crashes], samples=10)
+    assert isinstance(raised.value.__cause__, ValueError)
+
+    def undrafted(target, draft, ids, rng):
+        out = np.full((len(ids), ids.shape[1] + 1), -1, dtype=np.int64)
+        out[:, :2] = (ids[:, :2] + 1) % target.shape[-1]
+        return out
+    with pytest.raises(mdsd.MdsdError, match="not a drafted prefix"):
+        mdsd.block_efficiency(model, [[]], 2, 1, [undrafted], samples=10)
+    with pytest.raises(mdsd.MdsdError, match="sampled mode"):
+        mdsd.block_efficiency(model, [[]], 2, 1, [samplers.token_sd], samples=None)

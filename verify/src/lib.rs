@@ -199,6 +199,9 @@ pub enum VerifyError {
     ImpossibleDrafts(Vec<usize>),
     #[error("the {side} model: {message}")]
     Model { side: &'static str, message: String },
+    /// A caller's own block sampler failed or broke the layout.
+    #[error("the sampler {name}: {message}")]
+    Sampler { name: String, message: String },
     #[error("the verifier's law given drafts {0:?} has no mass to draw from")]
     EmptyLaw(Vec<usize>),
 }

@@ -273,6 +273,43 @@ pub fn sampled_live_blocks(
     settings: LiveSettings,
     progress: &dyn Progress,
 ) -> Result<LiveReport, VerifyError> {
+    sampled_live_blocks_with(model, prompts, (methods, &[]), settings, progress)
+}
+
+/// The caller's own block sampler in a live run: called once a round with
+/// every block of it, each its drafted tree (root-to-leaf paths in draw
+/// order, the same trees the built-in methods verify) and the laws after
+/// its prefixes.
+pub trait RoundVerifier: Sync {
+    /// The name in reports.
+    fn name(&self) -> &str;
+    /// One output per block: accepted drafted tokens, then one token.
+    /// `round` counts the rounds from 0 (a seed for the sampler's own
+    /// random numbers).
+    fn sample_round(
+        &self,
+        blocks: &[RoundBlock<'_>],
+        round: u64,
+    ) -> Result<Vec<Vec<usize>>, VerifyError>;
+}
+
+/// One block of a round, as a [`RoundVerifier`] sees it.
+pub struct RoundBlock<'a> {
+    /// The laws after every prefix of the drafted tree.
+    pub model: &'a dyn ContextModel,
+    pub paths: &'a [Vec<usize>],
+}
+
+/// [`sampled_live_blocks`] with the caller's samplers beside the built-in
+/// methods, on the same drafted trees: their reports follow the built-in
+/// ones'.
+pub fn sampled_live_blocks_with(
+    model: &mut dyn LiveModel,
+    prompts: &[Vec<usize>],
+    (methods, custom): (&[&str], &[&dyn RoundVerifier]),
+    settings: LiveSettings,
+    progress: &dyn Progress,
+) -> Result<LiveReport, VerifyError> {
     let LiveSettings {
         depth,
         shape,
@@ -280,7 +317,7 @@ pub fn sampled_live_blocks(
         seed,
         batch,
     } = settings;
-    check_live(model, prompts, methods, depth, &shape)?;
+    check_live(model, prompts, methods.len() + custom.len(), depth, &shape)?;
     if let Some(name) = methods.iter().find(|m| BLOCK_REFERENCES.contains(m)) {
         return Err(CoreError::setting(
             "methods",
@@ -296,8 +333,7 @@ pub fn sampled_live_blocks(
         return Err(CoreError::setting("batch", 0, "at least 1").into());
     }
     let v = model.vocab_size();
-    let mut tallies: Vec<Tally> = methods
-        .iter()
+    let mut tallies: Vec<Tally> = (0..methods.len() + custom.len())
         .map(|_| Tally {
             sum: 0.0,
             sum_squares: 0.0,
@@ -391,7 +427,8 @@ pub fn sampled_live_blocks(
         // Block 0 starts from the first prompt: its root is the law the
         // first output token is tested against.
         root.get_or_insert_with(|| Arc::clone(&target_laws[&prompts[0]]));
-        for ((&b, tree), nodes) in blocks.iter().zip(&trees).zip(nodes) {
+        let mut models = Vec::with_capacity(blocks.len());
+        for (&b, nodes) in blocks.iter().zip(nodes) {
             let (targets, drafts): (Vec<_>, Vec<_>) = (nodes.iter())
                 .map(|node| {
                     let prefix = absolute(b, node);
@@ -401,33 +438,67 @@ pub fn sampled_live_blocks(
                     )
                 })
                 .unzip();
-            let model = TreeModel::new(v, nodes, targets, drafts)?;
-            let from_first_prompt = b % prompts.len() as u64 == 0;
-            first_prompt_blocks += u64::from(from_first_prompt);
-            for (method, tally) in methods.iter().zip(&mut tallies) {
-                let verifier = prepare_tree_block(method, &model, depth, &shape)?;
+            models.push(TreeModel::new(v, nodes, targets, drafts)?);
+        }
+        // Per method, one output per block of the round.
+        let mut outputs: Vec<Vec<Vec<usize>>> = Vec::with_capacity(tallies.len());
+        for method in methods {
+            let mut out = Vec::with_capacity(blocks.len());
+            for ((&b, tree), model) in blocks.iter().zip(&trees).zip(&models) {
+                let verifier = prepare_tree_block(method, model, depth, &shape)?;
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 rng.set_stream(2 * b + 1);
-                let out = verifier.sample(tree, &mut rng)?;
+                out.push(verifier.sample(tree, &mut rng)?);
                 model.check(method)?;
-                mdsd_core::check_tokens(&out, v)?;
-                check_output_length(&out, depth)?;
+            }
+            outputs.push(out);
+        }
+        for custom in custom {
+            let round_blocks: Vec<RoundBlock<'_>> = (models.iter().zip(&trees))
+                .map(|(model, paths)| RoundBlock { model, paths })
+                .collect();
+            let out = custom.sample_round(&round_blocks, rounds)?;
+            if out.len() != blocks.len() {
+                return Err(VerifyError::Sampler {
+                    name: custom.name().into(),
+                    message: format!(
+                        "{} outputs for a round of {} blocks",
+                        out.len(),
+                        blocks.len()
+                    ),
+                });
+            }
+            for ((tree, model), output) in trees.iter().zip(&models).zip(&out) {
+                check_drafted(custom.name(), tree, output)?;
+                model.check(custom.name())?;
+            }
+            outputs.push(out);
+        }
+        for (out, tally) in outputs.iter().zip(&mut tallies) {
+            for (&b, out) in blocks.iter().zip(out) {
+                mdsd_core::check_tokens(out, v)?;
+                check_output_length(out, depth)?;
                 let tau = (out.len() - 1) as f64;
                 tally.sum += tau;
                 tally.sum_squares += tau * tau;
                 tally.tau_counts[out.len() - 1] += 1;
-                if from_first_prompt {
+                if b % prompts.len() as u64 == 0 {
                     *tally.first_tokens.entry(out[0]).or_default() += 1;
                 }
             }
         }
+        first_prompt_blocks += blocks
+            .iter()
+            .filter(|&&b| b % prompts.len() as u64 == 0)
+            .count() as u64;
         rounds += 1;
         start += count;
         progress.advance(count);
     }
     let root = root.expect("at least one round ran");
     let n = samples as f64;
-    let methods = (methods.iter().zip(tallies))
+    let names = (methods.iter().copied()).chain(custom.iter().map(|c| c.name()));
+    let methods = (names.zip(tallies))
         .map(|(method, tally)| {
             let mean = tally.sum / n;
             let variance = (tally.sum_squares / n - mean * mean).max(0.0) * n / (n - 1.0).max(1.0);
@@ -467,7 +538,7 @@ pub fn exact_live_blocks(
     check_live(
         model,
         std::slice::from_ref(&prompt.to_vec()),
-        methods,
+        methods.len(),
         depth,
         shape,
     )?;
@@ -534,7 +605,7 @@ pub fn exact_live_blocks(
 fn check_live(
     model: &dyn LiveModel,
     prompts: &[Vec<usize>],
-    methods: &[&str],
+    methods: usize,
     depth: usize,
     shape: &DraftShape,
 ) -> Result<(), VerifyError> {
@@ -547,7 +618,7 @@ fn check_live(
             "at least one prompt (an empty one starts from nothing)",
         );
     }
-    if methods.is_empty() {
+    if methods == 0 {
         return refused("methods", "at least one method");
     }
     if *shape == DraftShape::Paths(0) {
@@ -562,6 +633,24 @@ fn check_live(
         mdsd_core::check_tokens(prompt, model.vocab_size())?;
     }
     Ok(())
+}
+
+/// A sampler's output accepts a prefix of a drafted path before its last
+/// token.
+fn check_drafted(name: &str, paths: &[Vec<usize>], output: &[usize]) -> Result<(), VerifyError> {
+    let accepted = &output[..output.len().saturating_sub(1)];
+    let drafted = paths
+        .iter()
+        .any(|path| path.len() >= accepted.len() && path[..accepted.len()] == *accepted);
+    if drafted {
+        return Ok(());
+    }
+    Err(VerifyError::Sampler {
+        name: name.into(),
+        message: format!(
+            "output {output:?}, whose accepted tokens are not a drafted prefix (paths {paths:?})"
+        ),
+    })
 }
 
 /// The distinct prefixes, in first-seen order.

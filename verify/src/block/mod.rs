@@ -70,7 +70,8 @@ pub use harness::{
 };
 pub use hsd::HierarchicalVerification;
 pub use live::{
-    CachedModel, LiveModel, LiveReport, LiveSettings, exact_live_blocks, sampled_live_blocks,
+    CachedModel, LiveModel, LiveReport, LiveSettings, RoundBlock, RoundVerifier, exact_live_blocks,
+    sampled_live_blocks, sampled_live_blocks_with,
 };
 pub use path::{BlockVerification, TokenByToken};
 pub use traversal::TraversalVerification;
