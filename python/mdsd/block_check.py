@@ -276,8 +276,10 @@ def _complete(output, lengths, laws, sampler, rng):
     sequence = np.zeros(len(output), dtype=np.int64)
     first = None
     for j in range(depth + 1):
-        drawn = sampler.draw(index, rng)
-        token = np.where(lengths > j, output[:, j], drawn)
+        token = output[:, j].copy()
+        # Target samples only past each output's own tokens.
+        past = lengths <= j
+        token[past] = sampler.draw(index[past], rng)
         if j == 0:
             first = token
         sequence = sequence * v + token
