@@ -172,19 +172,25 @@ class _Sampler:
 
 
 class _Block:
-    """One batch of drafted blocks: K paths of L tokens each, with the
-    verifier's arrays."""
+    """A batch of draft blocks, K paths of L tokens each (``tokens`` ``[B,
+    K, L]``, ``index`` the table rows of their prefixes ``[B, K, L+1]``),
+    with the verifier's arrays."""
 
-    def __init__(self, laws, count, paths, rng):
+    def __init__(self, laws, tokens, index):
+        self.tokens, self.index, self.draft = tokens, index, laws.draft
+        self.count, self.paths = tokens.shape[:2]
+
+    @classmethod
+    def drawn(cls, laws, count, paths, rng):
+        """``count`` blocks of K i.i.d. paths drawn from the draft."""
         depth = laws.depth
         tokens = np.zeros((count * paths, depth), dtype=np.int64)
         index = np.zeros((count * paths, depth + 1), dtype=np.int64)
         for j in range(depth):
             tokens[:, j] = laws.draft_sampler.draw(index[:, j], rng)
             index[:, j + 1] = laws.child(index[:, j], j, tokens[:, j])
-        self.tokens = tokens.reshape(count, paths, depth)
-        self.index = index.reshape(count, paths, depth + 1)
-        self.count, self.paths, self.draft = count, paths, laws.draft
+        return cls(laws, tokens.reshape(count, paths, depth),
+                   index.reshape(count, paths, depth + 1))
 
     def arrays(self, target):
         """``target_probs``, ``draft_probs``, ``draft_token_ids`` in the
@@ -323,11 +329,8 @@ def check_block_verifier(verifier, depth, *, paths=1, vocab_size=6, laws="markov
     probability}``; every draft block is enumerated and the output law
     checked to 1e-9.
 
-    >>> def token_sd(target, draft, drafts, rng):   # token-by-token speculative sampling
-    ...     ...
-    >>> report = mdsd.check_block_verifier(token_sd, depth=4)  # doctest: +SKIP
-    >>> report.lossless                                        # doctest: +SKIP
-    True
+    ``docs/check-block.md`` shows a check, a Hugging Face wrapper and what
+    each verdict means.
     """
     if not callable(verifier):
         raise TypeError(f"verifier={verifier!r}: expected a function")
@@ -425,7 +428,7 @@ def _check_sampled(verifier, table, paths, samples, seed, batch_size, level, con
     violation = None
     for first in range(0, samples, batch_size):
         count = min(batch_size, samples - first)
-        block = _Block(table, count, paths, draft_rng)
+        block = _Block.drawn(table, count, paths, draft_rng)
         output = _call(verifier, block, table.target, framework, verify_rng, torch_generator)
         lengths, found = _parse(output, block, table, table.target)
         violation = violation or found
@@ -520,10 +523,7 @@ def _enumerate_blocks(table, paths):
                         "exact=False")
     grid = np.stack(np.meshgrid(*[np.arange(len(single))] * paths, indexing="ij"),
                     axis=-1).reshape(-1, paths)
-    block = _Block.__new__(_Block)
-    block.tokens, block.index = single[grid], index[grid]
-    block.count, block.paths, block.draft = len(grid), paths, table.draft
-    return block, prob[grid].prod(axis=1)
+    return _Block(table, single[grid], index[grid]), prob[grid].prod(axis=1)
 
 
 def _check_exact(verifier, table, paths, framework, references):

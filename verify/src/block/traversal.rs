@@ -24,6 +24,8 @@
 //! 1 - M_s(u)(deleted) instead of D is lossy on context-dependent laws
 //! (`docs/blocks.md`).
 
+use std::borrow::Cow;
+
 use mdsd_core::{DraftShape, SchemeKind, sample_index};
 use rand::RngCore;
 
@@ -61,7 +63,7 @@ impl<'m> TraversalVerification<'m> {
     }
 
     /// The tree's nodes with their initial laws and acceptances.
-    fn start(&self, paths: &[Vec<usize>]) -> Result<Traversal, VerifyError> {
+    fn start(&self, paths: &[Vec<usize>]) -> Result<Traversal<'m>, VerifyError> {
         self.block.check(paths)?;
         let paths = match self.block.shape {
             // One path: only the first of any given is verified.
@@ -95,31 +97,36 @@ impl<'m> TraversalVerification<'m> {
     }
 }
 
-/// One node of the tree being traversed.
+/// One node of the tree being traversed. Its laws are the model's until a
+/// child of it is rejected: nothing of size V is copied for the others.
 #[derive(Clone)]
-struct Node {
+struct Node<'m> {
     prefix: Vec<usize>,
     parent: Option<usize>,
     /// The remaining children, in draw order.
     children: Vec<usize>,
     /// M_b: the (residual) target law of the next token.
-    target: Vec<f64>,
+    target: Cow<'m, [f64]>,
     /// M_s: the draft law of the next token, without deleted children.
-    draft: Vec<f64>,
+    draft: Cow<'m, [f64]>,
     /// p_α: the probability of accepting the sequence up to this node when
     /// it is the current leaf.
     accept: f64,
 }
 
-impl Node {
-    fn new(prefix: Vec<usize>, parent: Option<usize>, model: &dyn mdsd_core::ContextModel) -> Self {
+impl<'m> Node<'m> {
+    fn new(
+        prefix: Vec<usize>,
+        parent: Option<usize>,
+        model: &'m dyn mdsd_core::ContextModel,
+    ) -> Self {
         let context = model.context(&prefix);
         Self {
             prefix,
             parent,
             children: Vec::new(),
-            target: model.target(context).probs().to_vec(),
-            draft: model.draft(context).probs().to_vec(),
+            target: Cow::Borrowed(model.target(context).probs()),
+            draft: Cow::Borrowed(model.draft(context).probs()),
             accept: 1.0,
         }
     }
@@ -127,11 +134,11 @@ impl Node {
 
 /// The state of one traversal.
 #[derive(Clone)]
-struct Traversal {
-    nodes: Vec<Node>,
+struct Traversal<'m> {
+    nodes: Vec<Node<'m>>,
 }
 
-impl Traversal {
+impl Traversal<'_> {
     /// p_α of the remaining descendants of `node` from its laws.
     fn recompute(&mut self, node: usize) {
         let children = self.nodes[node].children.clone();
@@ -171,7 +178,7 @@ impl Traversal {
         let residual: Vec<f64> = u
             .target
             .iter()
-            .zip(&u.draft)
+            .zip(u.draft.iter())
             .map(|(&p, &q)| {
                 let r = w * p - q;
                 if r > 0.0 {
@@ -186,17 +193,18 @@ impl Traversal {
         // S = 0 leaves u unreachable from here on (p_u = 0); its law is
         // kept as it was, never drawn from.
         if excess > 0.0 {
-            u.target = residual.iter().map(|r| r / excess).collect();
+            u.target = Cow::Owned(residual.iter().map(|r| r / excess).collect());
         }
         u.accept = if excess > 0.0 && deficit > 0.0 {
             (excess / deficit).min(1.0)
         } else {
             0.0
         };
-        u.draft[token] = 0.0;
-        let rest: f64 = u.draft.iter().sum();
+        let draft = u.draft.to_mut();
+        draft[token] = 0.0;
+        let rest: f64 = draft.iter().sum();
         if rest > 0.0 {
-            u.draft.iter_mut().for_each(|q| *q /= rest);
+            draft.iter_mut().for_each(|q| *q /= rest);
         }
         self.recompute(parent);
     }
