@@ -204,7 +204,7 @@ fn trees_on_a_live_model() {
     let markov = MarkovModel::random(3, 1, 5).unwrap();
     let depth = 2;
     // (optimal-convex on wor trees is checked in tests/trees.rs: preparing
-    // it at every node of every fresh live tree is slow, issue 50's cost.)
+    // it at every node of every fresh live tree is slow.)
     for (children, methods) in [
         (
             SchemeKind::WithoutReplacement,
