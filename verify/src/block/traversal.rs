@@ -21,7 +21,7 @@
 //! path this is block verification exactly (the tests hold the laws equal);
 //! on trees it needs the children drawn without replacement, which the
 //! update of M_s assumes. A public transcription that divides S by
-//! 1 - M_s(u)(deleted) instead of D is lossy on context-dependent laws
+//! 1 - M_s(u)(deleted) instead of D is lossy past two tokens
 //! (`docs/blocks.md`).
 
 use std::borrow::Cow;
