@@ -35,8 +35,6 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
         instead: &'static [Method],
     },
-    #[error("{0}")]
-    BlockLp(LpError),
     #[error("cannot write {path}: {message}")]
     Output { path: String, message: String },
     #[error("{0}")]
@@ -52,7 +50,6 @@ impl Error {
         let methods = match self {
             Error::Solve { instead, .. } => instead,
             Error::Invalid { source, .. } => source.instead(),
-            Error::BlockLp(e) => e.instead(),
             Error::Verify(e) => e.instead(),
             _ => &[],
         };

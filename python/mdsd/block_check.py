@@ -10,7 +10,7 @@ from . import _mdsd, _rows
 from ._mdsd import MarkovLaws, MdsdError
 from .check import _moved
 from .live import CallbackModel, block_efficiency
-from .results import BlockVerifierReport, FirstTokenAudit
+from .results import Z_99, BlockVerifierReport, FirstTokenAudit
 
 #: Cells of the law of completed blocks (V^(L+1) sequences) the test
 #: counts at most, and prefixes of up to L tokens whose laws are tabled.
@@ -137,19 +137,21 @@ def _laws(laws, vocab_size, depth, seed):
         _table_size(vocab_size, depth)
         return _builtin_laws(laws, vocab_size, depth, seed)
     if isinstance(laws, MarkovLaws):
-        v = laws.vocab_size
-        _table_size(v, depth)
-        prefixes = _Laws.prefixes(v, depth)
-        return _Laws(np.asarray(laws.target(prefixes)), np.asarray(laws.draft(prefixes)), v,
-                     depth, "MarkovLaws")
-    if isinstance(laws, CallbackModel):
-        v = laws.vocab_size
-        _table_size(v, depth)
-        prefixes = _Laws.prefixes(v, depth)
-        return _Laws(laws.laws("target", prefixes), laws.laws("draft", prefixes), v, depth,
-                     "CallbackModel")
-    raise TypeError(f"laws: expected 'markov', 'iid', a MarkovLaws or a CallbackModel, got "
-                    f"{type(laws).__name__}")
+        target, draft = laws.target, laws.draft
+    elif isinstance(laws, CallbackModel):
+        def target(prefixes):
+            return laws.laws("target", prefixes)
+
+        def draft(prefixes):
+            return laws.laws("draft", prefixes)
+    else:
+        raise TypeError(f"laws: expected 'markov', 'iid', a MarkovLaws or a CallbackModel, "
+                        f"got {type(laws).__name__}")
+    v = laws.vocab_size
+    _table_size(v, depth)
+    prefixes = _Laws.prefixes(v, depth)
+    return _Laws(np.asarray(target(prefixes)), np.asarray(draft(prefixes)), v, depth,
+                 type(laws).__name__)
 
 
 class _Sampler:
@@ -203,24 +205,22 @@ class _Block:
         return squeeze(target_probs), squeeze(draft_probs), squeeze(self.tokens)
 
 
-def _as_array(output, name="the verifier's output"):
-    return _rows.token_array(output, name)
+def _framework_arrays(arrays, framework):
+    """The verifier's arrays as numpy arrays, or CPU tensors for torch."""
+    if framework == "torch":
+        import torch
+        return tuple(torch.from_numpy(array) for array in arrays)
+    return arrays
 
 
 def _call(verifier, block, target, framework, rng, torch_generator):
-    target_probs, draft_probs, draft_ids = block.arrays(target)
-    if framework == "torch":
-        import torch
-        args = (torch.from_numpy(target_probs), torch.from_numpy(draft_probs),
-                torch.from_numpy(draft_ids), torch_generator)
-    else:
-        args = (target_probs, draft_probs, draft_ids, rng)
-    return _as_array(verifier(*args))
+    arrays = _framework_arrays(block.arrays(target), framework)
+    generator = torch_generator if framework == "torch" else rng
+    return _rows.token_array(verifier(*arrays, generator), "the verifier's output")
 
 
 def _parse(output, block, laws, target):
-    """(lengths, sequences with -1 past each output, violation) from the
-    verifier's ``[B, L+1]`` output: each row's accepted tokens must be a
+    """(lengths, violation) from the verifier's ``[B, L+1]`` output: each row's accepted tokens must be a
     drafted prefix, then one token; tokens of target probability 0 after
     their prefix are a violation, named by the first example."""
     depth, v, b = laws.depth, laws.vocab_size, block.count
@@ -368,6 +368,13 @@ def _callback(table):
                          cache_size=0)
 
 
+def _digits(numbers, v, length):
+    """The ``length`` base-V digits of each of ``numbers`` (most significant
+    first): ``[..., length]`` int64, the tokens of sequences indexed in
+    base V."""
+    return np.stack(np.unravel_index(numbers, (v,) * length), axis=-1).astype(np.int64)
+
+
 def _number(prefix, v):
     n = 0
     for token in prefix:
@@ -411,10 +418,10 @@ def _check_sampled(verifier, table, paths, samples, seed, batch_size, level, con
         torch.manual_seed(seed)
         torch_generator = torch.Generator().manual_seed(seed)
     law = table.sequence_law()
-    fit_before = _mdsd.detectable_tv(law, samples, level)
+    detectable = _mdsd.detectable_tv(law, samples, level)
     target_sampler = _Sampler(table.target)
     if control:
-        moved_root, control_tv = _moved(table.target[0], 1.5 * fit_before)
+        moved_root, control_tv = _moved(table.target[0], 1.5 * detectable)
         moved = table.target.copy()
         moved[0] = moved_root
         moved_sampler = _Sampler(moved)
@@ -447,7 +454,7 @@ def _check_sampled(verifier, table, paths, samples, seed, batch_size, level, con
     taus = np.arange(depth + 1)
     mean = float(tau_law @ taus)
     spread = float(np.sqrt(max(tau_law @ taus ** 2 - mean ** 2, 0.0) * samples / (samples - 1)))
-    half = 2.576 * spread / np.sqrt(samples)
+    half = Z_99 * spread / np.sqrt(samples)
     interval = (mean - half, mean + half)
     reasons = []
     lossless = bool(fit["p_value"] >= level and first_fit["p_value"] >= level)
@@ -479,15 +486,8 @@ def _check_sampled(verifier, table, paths, samples, seed, batch_size, level, con
                            "its target_probs")
     expected = law * samples
     score = np.abs(counts - expected) / np.sqrt(np.maximum(expected, 1.0))
-    worst = []
-    for i in np.argsort(-score, kind="stable")[:5]:
-        digits = []
-        n = int(i)
-        for _ in range(depth + 1):
-            digits.append(n % v)
-            n //= v
-        worst.append({"sequence": digits[::-1], "expected": float(expected[i]),
-                      "observed": int(counts[i])})
+    worst = [{"sequence": _digits(i, v, depth + 1).tolist(), "expected": float(expected[i]),
+              "observed": int(counts[i])} for i in np.argsort(-score, kind="stable")[:5]]
     return BlockVerifierReport(
         mode="sampling", lossless=lossless, depth=depth, paths=paths, vocab_size=v,
         laws=table.source, samples=samples, level=level, p_value=fit["p_value"],
@@ -502,14 +502,7 @@ def _enumerate_blocks(table, paths):
     """Every draft block (K-tuple of paths) with its probability, in
     batches of tuples."""
     v, depth = table.vocab_size, table.depth
-    single = []
-    for number in range(v ** depth):
-        digits, n = [], number
-        for _ in range(depth):
-            digits.append(n % v)
-            n //= v
-        single.append(digits[::-1])
-    single = np.asarray(single, dtype=np.int64).reshape(-1, depth)
+    single = _digits(np.arange(v ** depth), v, depth)
     index = np.zeros((len(single), depth + 1), dtype=np.int64)
     prob = np.ones(len(single))
     for j in range(depth):
@@ -529,13 +522,7 @@ def _enumerate_blocks(table, paths):
 def _check_exact(verifier, table, paths, framework, references):
     v, depth = table.vocab_size, table.depth
     block, prob = _enumerate_blocks(table, paths)
-    target_probs, draft_probs, draft_ids = block.arrays(table.target)
-    if framework == "torch":
-        import torch
-        laws = verifier(torch.from_numpy(target_probs), torch.from_numpy(draft_probs),
-                        torch.from_numpy(draft_ids))
-    else:
-        laws = verifier(target_probs, draft_probs, draft_ids)
+    laws = verifier(*_framework_arrays(block.arrays(table.target), framework))
     if len(laws) != block.count:
         raise MdsdError(f"the exact verifier returned {len(laws)} laws for {block.count} draft "
                         "blocks: one dict per block")
@@ -645,7 +632,7 @@ def audit_first_tokens(target_probs, output_token_ids, seed=0, level=0.01):
     residual, say) passes. Rows are read a slice at a time, so a memory
     map or an HDF5 dataset of a long log works."""
     probs = _log_rows(target_probs)
-    tokens = _as_array(output_token_ids, "output_token_ids")
+    tokens = _rows.token_array(output_token_ids, "output_token_ids")
     if len(probs.shape) == 2:
         positions = 1
         if tokens.ndim != 1:

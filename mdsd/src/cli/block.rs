@@ -105,10 +105,7 @@ pub fn run(args: &BlockArgs) -> Result<(), Error> {
         if let Some(reference) =
             block_reference(name, model, depth, &shape, DEFAULT_ENUMERATION_LIMIT)
         {
-            reports.push(reference.map_err(|e| match e {
-                mdsd::verify::VerifyError::Lp(e) => Error::BlockLp(e),
-                e => Error::Verify(Box::new(e)),
-            })?);
+            reports.push(reference?);
             continue;
         }
         let verifier = prepare_tree_block(name, model, depth, &shape)?;
