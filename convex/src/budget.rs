@@ -2,6 +2,8 @@
 //! that owns it and passed down by reference to every program it runs (as
 //! clarabel passes its settings).
 
+use std::time::{Duration, Instant};
+
 use mdsd_core::CoreError;
 
 use crate::error::ConvexError;
@@ -11,35 +13,84 @@ pub const DEFAULT_TOLERANCE: f64 = 1e-7;
 /// Default cap on iterations of each of the two programs.
 pub const DEFAULT_MAX_ITERATIONS: usize = 100;
 
-/// A solve's tolerance and iteration cap.
+/// A solve's target gap, iteration cap and time limit.
+///
+/// A rule of any weights is lossless (`docs/DESIGN.md` §5), so a solve
+/// stopped early loses acceptance, never exactness: a time limit returns
+/// the rule of the iterate reached, its acceptance certified within
+/// alpha* - acceptance of alpha* ([`Status::TimeLimit`](mdsd_core::Status)).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Budget {
-    /// Bound on the acceptance lost, alpha* - acceptance (for Global
-    /// Resolution, on each program's projected gradient, l1).
-    pub tolerance: f64,
+    /// Bound on the acceptance lost, alpha* - acceptance, where the solve
+    /// runs to the end (for Global Resolution, on each program's projected
+    /// gradient, l1).
+    pub max_gap: f64,
     /// Cap on the Newton iterations of each program.
     pub max_iterations: usize,
+    /// Wall time after which no program starts another Newton iteration:
+    /// the closed form's alpha* and H*, and one evaluation of each program
+    /// at its start, come first whatever the limit (zero gives the start
+    /// rule), and an iteration under way finishes.
+    pub time_limit: Option<Duration>,
+    /// When the time limit runs out, from the solve's start (`started`).
+    deadline: Option<Instant>,
 }
 
 impl Default for Budget {
     fn default() -> Self {
         Self {
-            tolerance: DEFAULT_TOLERANCE,
+            max_gap: DEFAULT_TOLERANCE,
             max_iterations: DEFAULT_MAX_ITERATIONS,
+            time_limit: None,
+            deadline: None,
         }
     }
 }
 
 impl Budget {
-    /// Refuses a tolerance that is not positive and finite, or no iterations.
+    /// The budget with this target gap.
+    pub fn with_max_gap(self, max_gap: f64) -> Self {
+        Self { max_gap, ..self }
+    }
+
+    /// The budget with this cap on each program's Newton iterations.
+    pub fn with_max_iterations(self, max_iterations: usize) -> Self {
+        Self {
+            max_iterations,
+            ..self
+        }
+    }
+
+    /// The budget with this time limit per solve (`None`: none).
+    pub fn with_time_limit(self, time_limit: Option<Duration>) -> Self {
+        Self { time_limit, ..self }
+    }
+
+    /// The budget with a time limit of `milliseconds` (the `budget_ms` of
+    /// the command line and Python), refused unless finite and >= 0.
+    pub fn with_budget_ms(self, milliseconds: f64) -> Result<Self, ConvexError> {
+        if !(milliseconds.is_finite() && milliseconds >= 0.0) {
+            return Err(CoreError::setting(
+                "budget_ms",
+                milliseconds,
+                "finite and >= 0: the milliseconds a solve may take past its start rule",
+            )
+            .into());
+        }
+        // A limit past Duration's range is none.
+        let limit = Duration::try_from_secs_f64(milliseconds / 1e3).ok();
+        Ok(self.with_time_limit(limit))
+    }
+
+    /// Refuses a target gap that is not in (0, 1), or no iterations.
     pub fn check(&self) -> Result<(), ConvexError> {
         // The acceptance the solution may lose: an acceptance is in [0, 1],
-        // so a tolerance of 1 or more asks for nothing.
-        if !(self.tolerance > 0.0 && self.tolerance < 1.0) {
+        // so a gap of 1 or more asks for nothing.
+        if !(self.max_gap > 0.0 && self.max_gap < 1.0) {
             return Err(CoreError::setting(
-                "tolerance",
-                self.tolerance,
-                "in (0, 1): the acceptance the solution may lose",
+                "max_gap",
+                self.max_gap,
+                "in (0, 1): the acceptance the solution may lose, alpha* - acceptance",
             )
             .into());
         }
@@ -49,19 +100,35 @@ impl Budget {
         Ok(())
     }
 
-    /// The budget with `share` of the tolerance: what one of several
+    /// The budget with `share` of the target gap: what one of several
     /// programs gets where their losses add up.
     pub(crate) fn share(self, share: f64) -> Self {
         Self {
-            tolerance: share * self.tolerance,
+            max_gap: share * self.max_gap,
             ..self
         }
     }
 
-    /// The most drafts the programs take at this tolerance
+    /// The budget of a solve that starts at `start`: its time limit runs
+    /// from there.
+    pub(crate) fn started(self, start: Instant) -> Self {
+        Self {
+            // A limit past the clock's range is none.
+            deadline: self.time_limit.and_then(|limit| start.checked_add(limit)),
+            ..self
+        }
+    }
+
+    /// Whether the solve's time limit has run out.
+    pub(crate) fn out_of_time(&self) -> bool {
+        self.deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+    }
+
+    /// The most drafts the programs take at this target gap
     /// ([`resolvable_drafts`]).
     pub fn resolvable_drafts(&self) -> usize {
-        resolvable_drafts(self.tolerance)
+        resolvable_drafts(self.max_gap)
     }
 }
 

@@ -185,7 +185,7 @@ impl Solve for GlobalResolution {
             // Truncation costs at most tau of acceptance, the programs'
             // projected gradients at most their tolerance.
             status: Status::Converged {
-                tolerance: self.truncation + self.budget.tolerance,
+                tolerance: self.truncation + self.budget.max_gap,
             },
             iterations,
             elapsed: start.elapsed(),

@@ -501,10 +501,9 @@ mod tests {
                 reach: MAX_STEP_THETA,
             };
             let tolerance = 1e-8;
-            let budget = Budget {
-                tolerance,
-                max_iterations: 100,
-            };
+            let budget = Budget::default()
+                .with_max_gap(tolerance)
+                .with_max_iterations(100);
             let mut workspace = Workspace::new();
             assert!(warm_start(&program, GROUP_BITS, &budget, &mut workspace).is_some());
             let grouped = minimise(&program, &budget, &mut workspace).unwrap();

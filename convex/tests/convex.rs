@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 fn check(problem: &Problem, tolerance: f64) -> Result<(), TestCaseError> {
     let solution = ConvexSolver::default()
-        .with_tolerance(tolerance)
+        .with_max_gap(tolerance)
         .solve(problem)
         .map_err(|e| {
             TestCaseError::fail(format!(
@@ -64,10 +64,7 @@ fn check_global_resolution(problem: &Problem) -> Result<(), TestCaseError> {
     let tolerance = 1e-9;
     let solver = GlobalResolution {
         truncation: 0.0,
-        budget: Budget {
-            tolerance,
-            ..Budget::default()
-        },
+        budget: Budget::default().with_max_gap(tolerance),
         ..GlobalResolution::default()
     };
     let solution = solver
@@ -143,7 +140,7 @@ fn refuses_more_drafts_than_it_resolves() {
         for n in [limit + 1, usize::MAX] {
             let problem = Problem::new(p.clone(), DraftScheme::iid(q.clone(), n).unwrap()).unwrap();
             let err = ConvexSolver::default()
-                .with_tolerance(tolerance)
+                .with_max_gap(tolerance)
                 .solve(&problem)
                 .unwrap_err();
             assert!(matches!(err, ConvexError::Precision { .. }), "{err}");
@@ -167,7 +164,7 @@ fn global_resolution_on_real_rows() {
     let solution = solver.solve(&problem).unwrap();
     assert!(
         solution.summary.acceptance
-            >= solution.summary.alpha_star - solver.truncation - solver.budget.tolerance
+            >= solution.summary.alpha_star - solver.truncation - solver.budget.max_gap
     );
     assert!(solution.summary.acceptance <= solution.summary.alpha_star + 1e-12);
     // Top 1000, four drafts: C(|T|, <= 4) sets exceed the budget.

@@ -43,7 +43,7 @@ fn check(problem: &Problem) -> Result<(), TestCaseError> {
     );
     prop_assert!((cut(problem, &s.certificate) - s.alpha_star).abs() < 1e-12);
     prop_assert!(
-        s.alpha_star - s.acceptance <= solver.budget().tolerance,
+        s.alpha_star - s.acceptance <= solver.budget().max_gap,
         "interval [{}, {}] wider than the tolerance (alpha* {exact})",
         s.acceptance,
         s.alpha_star
@@ -65,7 +65,7 @@ fn check_without_replacement(problem: &Problem) -> Result<(), TestCaseError> {
         s.acceptance
     );
     prop_assert!(
-        s.acceptance >= exact - solver.budget().tolerance,
+        s.acceptance >= exact - solver.budget().max_gap,
         "acceptance {} short of alpha* {exact} by more than the tolerance",
         s.acceptance
     );
@@ -107,7 +107,7 @@ fn real_rows_at_two_temperatures() {
             let problem = Problem::new(p.clone(), drafts).unwrap();
             let s = solver.solve(&problem).unwrap().summary;
             assert!(
-                s.alpha_star - s.acceptance <= solver.budget().tolerance,
+                s.alpha_star - s.acceptance <= solver.budget().max_gap,
                 "row {r}, k {k:?}"
             );
             assert!((cut(&problem, &s.certificate) - s.alpha_star).abs() < 1e-12);
@@ -130,7 +130,7 @@ fn real_rows_without_replacement() {
             let problem = Problem::new(p.clone(), drafts).unwrap();
             let s = solver.solve(&problem).unwrap().summary;
             assert!(
-                s.alpha_star - s.acceptance <= solver.budget().tolerance,
+                s.alpha_star - s.acceptance <= solver.budget().max_gap,
                 "row {r}, k {k}, n {n}"
             );
             assert!(s.acceptance <= s.alpha_star + 1e-9);

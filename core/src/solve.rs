@@ -81,6 +81,15 @@ impl Summary {
     }
 }
 
+impl Summary {
+    /// alpha* - acceptance: how far the solution's verifier is from the
+    /// optimum (0 for the exact methods; for independent drafts, whose
+    /// `alpha_star` is the upper end of a certified interval, a bound).
+    pub fn gap(&self) -> f64 {
+        (self.alpha_star - self.acceptance).max(0.0)
+    }
+}
+
 impl Solution for Summary {
     fn summary(&self) -> &Summary {
         self
@@ -98,6 +107,10 @@ pub enum Status {
     CertificateUnverified,
     /// An iterative method stopped with `alpha* - acceptance <= tolerance`.
     Converged { tolerance: f64 },
+    /// An iterative method stopped by its time limit before its tolerance:
+    /// the solution's verifier is as exact as a converged one's, and its
+    /// acceptance is `alpha* - gap` ([`Summary::gap`]).
+    TimeLimit,
 }
 
 impl Status {
@@ -107,6 +120,7 @@ impl Status {
             Status::Optimal => "optimal",
             Status::CertificateUnverified => "certificate-unverified",
             Status::Converged { .. } => "converged",
+            Status::TimeLimit => "time-limit",
         }
     }
 }

@@ -91,7 +91,8 @@ pub trait SolveError: std::error::Error + Send + Sync + Sized + 'static {
                 expected,
             }) => Error::Setting {
                 flag: match *setting {
-                    "tolerance" => "--tol",
+                    "max_gap" => "--max-gap",
+                    "budget_ms" => "--budget-ms",
                     "max_variables" => "--max-variables",
                     "max_sets" => "--max-sets",
                     other => other,

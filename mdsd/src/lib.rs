@@ -61,4 +61,6 @@ pub use mdsd_core::{
 };
 pub use mdsd_flow::{FlowError, FlowSolution, FlowSolver};
 pub use mdsd_lp::{Formulation, LpError, LpSolution, LpSolver};
-pub use mdsd_verify::{OptimalFlow, Verifier, VerifierKind, VerifierSettings, VerifyError};
+pub use mdsd_verify::{
+    OptimalFlow, OptimalRules, Verifier, VerifierKind, VerifierSettings, VerifyError,
+};

@@ -4,6 +4,7 @@
 //! at a time where the file streams.
 
 use crate::bounds::ClosedForm;
+use crate::convex::Budget;
 use crate::core::{Plan, SchemeKind, Solution, Solve, Summary};
 use crate::error::{Error, SolveError};
 use crate::input::{Input, InputReport};
@@ -27,8 +28,12 @@ pub enum SolveMethod {
     /// Max flow over draft sets (polynomial in V for fixed n).
     Flow { max_sets: usize, decomposed: bool },
     /// The enumeration-free convex programs: the acceptance of their
-    /// selection rule, within `tolerance` of alpha*.
-    Convex { tolerance: f64 },
+    /// selection rule, within `max_gap` of alpha*, or as close as a solve
+    /// of `budget_ms` milliseconds per row gets (`mdsd_convex::Budget`).
+    Convex {
+        max_gap: f64,
+        budget_ms: Option<f64>,
+    },
 }
 
 impl SolveMethod {
@@ -207,8 +212,15 @@ impl Solver {
                     .with_max_sets(max_sets)
                     .with_decomposition(decomposed),
             ),
-            SolveMethod::Convex { tolerance } => {
-                Solver::Convex(ConvexSolver::default().with_tolerance(tolerance))
+            SolveMethod::Convex { max_gap, budget_ms } => {
+                let budget = Budget::default().with_max_gap(max_gap);
+                let budget = match budget_ms {
+                    Some(ms) => budget
+                        .with_budget_ms(ms)
+                        .map_err(SolveError::into_setting_error)?,
+                    None => budget,
+                };
+                Solver::Convex(ConvexSolver::default().with_budget(budget))
             }
         };
         match &solver {

@@ -41,10 +41,11 @@ fn readme_example_json_shape() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(keys.len(), 10);
+    assert_eq!(keys.len(), 11);
     for key in [
         "alpha_star",
         "acceptance",
+        "gap",
         "status",
         "scheme",
         "n",
@@ -789,7 +790,7 @@ fn solve_convex_reports_its_run() {
         "0.2,0.3,0.5",
         "-n",
         "2",
-        "--tol",
+        "--max-gap",
         "1e-9",
         "--json",
     ]);
@@ -812,9 +813,16 @@ fn solve_convex_reports_its_run() {
         (
             vec![
                 "solve", "--method", "convex", "-p", "0.5,0.5", "-q", "0.5,0.5", "-n", "2",
-                "--tol", "-1",
+                "--max-gap", "-1",
             ],
-            "--tol -1 is invalid",
+            "--max-gap -1 is invalid",
+        ),
+        (
+            vec![
+                "solve", "--method", "convex", "-p", "0.5,0.5", "-q", "0.5,0.5", "-n", "2",
+                "--budget-ms", "nan",
+            ],
+            "--budget-ms NaN is invalid",
         ),
         (
             vec![
@@ -1133,12 +1141,16 @@ fn negative_values_are_read_as_values_and_refused_by_name() {
             "'-5' for '--samples",
         ),
         (
-            &["solve", "-n", "2", "--method", "convex", "--tol", "-1"],
-            "--tol -1",
+            &["solve", "-n", "2", "--method", "convex", "--max-gap", "-1"],
+            "--max-gap -1",
         ),
         (
-            &["solve", "-n", "2", "--method", "convex", "--tol", "2"],
-            "--tol 2",
+            &["solve", "-n", "2", "--method", "convex", "--max-gap", "2"],
+            "--max-gap 2",
+        ),
+        (
+            &["solve", "-n", "2", "--method", "convex", "--budget-ms", "-1"],
+            "--budget-ms -1",
         ),
     ];
     for (args, named) in cases {

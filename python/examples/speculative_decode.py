@@ -1,7 +1,10 @@
 """Multi-draft speculative decoding over a Hugging Face model pair with any
 built-in verifier, printing tokens per target call next to what the
 models' laws predict (1 + the verifier's acceptance; 1 + alpha* for the
-optimal verifier).
+optimal verifier), and the mean milliseconds of a step's parts: the draft
+model's call and the drafts, the target's call, the verifier (prepared on
+the step's laws, then verifying), and the verifier's share of the step.
+``--budget-ms`` gives the optimal verifier a time budget per step.
 
     python python/examples/speculative_decode.py \\
         --target Qwen/Qwen2.5-1.5B --draft Qwen/Qwen2.5-0.5B \\
@@ -14,7 +17,6 @@ Qwen2.5-Coder pair) load with ``--target DIR --target-gguf FILE``
 """
 
 import argparse
-import time
 
 import numpy as np
 
@@ -55,6 +57,8 @@ def main():
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget-ms", type=float,
+                        help="the optimal verifier's time budget per step (optimal-convex)")
     args = parser.parse_args()
 
     if args.tiny:
@@ -70,19 +74,24 @@ def main():
     model = mdsd.CallbackModel(mdsd.hf.causal_lm_fn(target, temperature=args.temperature),
                                mdsd.hf.causal_lm_fn(draft, temperature=args.temperature), vocab)
     print(f"{'verifier':<16}{'tokens/call':>12}{'predicted':>11}{'1 + alpha*':>11}"
-          f"{'steps':>7}{'seconds':>9}")
+          f"{'steps':>7}{'draft ms':>10}{'target ms':>10}{'verify ms':>10}{'share':>7}")
     for verifier in args.verifiers.split(","):
-        start = time.perf_counter()
+        params = {}
+        if verifier == "optimal-convex" and args.budget_ms is not None:
+            params["budget_ms"] = args.budget_ms
         run = mdsd.speculative_decode(model, prompt, args.max_new_tokens, n=args.n,
-                                      verifier=verifier, scheme=args.scheme, seed=args.seed)
-        seconds = time.perf_counter() - start
+                                      verifier=verifier, scheme=args.scheme, seed=args.seed,
+                                      **params)
         # The steps' acceptances are Bernoulli draws: the 99% half-width of
         # their mean, for reading the two columns against each other.
         accept = run["predicted_tokens_per_target_call"] - 1
         half = 2.576 * np.sqrt(max(accept * (1 - accept), 0) / run["steps"])
+        ms = run["step_ms"]
+        share = ms["verifier"] / sum(ms.values())
         print(f"{verifier:<16}{run['tokens_per_target_call']:>12.3f}"
               f"{run['predicted_tokens_per_target_call']:>8.3f}±{half:.2f}"
-              f"{1 + run['alpha_star']:>11.3f}{run['steps']:>7}{seconds:>9.1f}")
+              f"{1 + run['alpha_star']:>11.3f}{run['steps']:>7}"
+              f"{ms['draft']:>10.2f}{ms['target']:>10.2f}{ms['verifier']:>10.2f}{share:>7.1%}")
         if tokenizer is not None:
             print("   ", repr(tokenizer.decode(run["tokens"])))
 

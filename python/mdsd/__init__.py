@@ -12,7 +12,7 @@ lossless verifier can reach, ``certificate`` the set H* that proves it
 
 The modules: ``optimum`` (alpha*, H*, ``solve``), ``evaluation``
 (``evaluate``, what ``mdsd eval`` computes), ``verifier`` (the built-in
-verifiers), ``check`` (``check_verifier``, for your own), ``block_check``
+verifiers; ``optimal_rules`` for a batch of rows), ``check`` (``check_verifier``, for your own), ``block_check``
 (``check_block_verifier`` for an engine's block sampler,
 ``audit_first_tokens`` for its logs, ``samples_needed``), ``live`` (model
 pairs behind callbacks, blocks, speculative decoding), ``results`` (the
@@ -29,12 +29,14 @@ from .live import CallbackModel, block_efficiency, speculative_decode
 from .optimum import alpha_star, certificate, solve
 from .results import (BlockEfficiency, BlockVerifierReport, Evaluation, Failure,
                       FirstTokenAudit, MethodFigures, Solution, VerifierReport)
-from .verifier import Verifier, verifier_settings
+from .verifier import OptimalRules, Verifier, optimal_rules, verifier_settings
 
 __all__ = [
     "BlockEfficiency", "BlockVerifierReport", "CallbackModel", "Evaluation", "Failure",
-    "FileTransforms", "FirstTokenAudit", "MarkovLaws", "MdsdError", "MethodFigures", "Solution",
+    "FileTransforms", "FirstTokenAudit", "MarkovLaws", "MdsdError", "MethodFigures",
+    "OptimalRules", "Solution",
     "Transforms", "Verifier", "VerifierReport", "alpha_star", "audit_first_tokens",
     "block_efficiency", "certificate", "check_block_verifier", "check_verifier", "evaluate",
-    "evaluate_file", "samples_needed", "solve", "speculative_decode", "verifier_settings",
+    "evaluate_file", "optimal_rules", "samples_needed", "solve", "speculative_decode",
+    "verifier_settings",
 ]

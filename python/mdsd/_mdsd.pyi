@@ -7,8 +7,8 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
-    "CallbackModel", "DataFile", "MarkovLaws", "MdsdError", "Verifier", "alpha_star",
-    "block_efficiency", "certificate", "detectable_tv", "evaluate", "evaluate_file",
+    "CallbackModel", "DataFile", "MarkovLaws", "MdsdError", "OptimalRules", "Verifier",
+    "alpha_star", "block_efficiency", "certificate", "detectable_tv", "evaluate", "evaluate_file",
     "goodness_of_fit", "sample_drafts", "samples_needed", "solve", "verifier_settings",
     "wilson_interval",
 ]
@@ -57,6 +57,28 @@ class Verifier:
     def conditional(self, drafts: Sequence[int]) -> npt.NDArray[np.float64]: ...
     def sample(self, drafts: Sequence[int], seed: Optional[int] = None) -> int: ...
     def sample_batch(
+        self, drafts: npt.NDArray[np.int64], seed: Optional[int] = None
+    ) -> npt.NDArray[np.int64]: ...
+
+@final
+class OptimalRules:
+    def __new__(
+        cls, p: _Rows, qs: Sequence[_Rows], settings: _Settings, params: Dict[str, Any]
+    ) -> "OptimalRules": ...
+    def __len__(self) -> int: ...
+    @property
+    def alpha_star(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def acceptance(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def gap(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def elapsed_ms(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def iterations(self) -> List[int]: ...
+    @property
+    def status(self) -> List[str]: ...
+    def sample(
         self, drafts: npt.NDArray[np.int64], seed: Optional[int] = None
     ) -> npt.NDArray[np.int64]: ...
 

@@ -17,6 +17,8 @@ of the target, whatever the number of paths.
 True
 """
 
+import time
+
 import numpy as np
 
 from . import _mdsd
@@ -24,7 +26,7 @@ from ._mdsd import MdsdError
 from ._rows import text, token_array, token_ids, whole
 from .optimum import alpha_star
 from .results import BlockEfficiency
-from .verifier import Verifier
+from .verifier import Verifier, optimal_rules
 
 BLOCK_METHODS = ("token", "bv", "gbv", "specinfer", "optimal-convex")
 
@@ -179,8 +181,10 @@ def speculative_decode(model, prompt, max_new_tokens, *, n=2, verifier="specinfe
     draft's law after the context (``scheme`` "iid" or "wor"), asks the
     target for its laws after the context and after each distinct draft
     (one batched call), verifies with the built-in ``verifier``
-    (:func:`mdsd.Verifier`; ``params`` as it takes them) and, when a draft
-    is accepted, appends one more token from the target's law after it.
+    (:func:`mdsd.Verifier`; ``params`` as it takes them; "optimal-convex"
+    goes through :func:`mdsd.optimal_rules`, the batch of a decoding step,
+    and takes ``max_gap`` and ``budget_ms``) and, when a draft is
+    accepted, appends one more token from the target's law after it.
     Every token is distributed as the target's law after the tokens before
     it, and a step yields 1 + [a draft accepted] tokens per target call,
     whose expectation is 1 + the verifier's acceptance on the step's laws
@@ -192,8 +196,12 @@ def speculative_decode(model, prompt, max_new_tokens, *, n=2, verifier="specinfe
     cache), ``tokens_per_target_call`` (tokens per step: one target call
     each), ``predicted_tokens_per_target_call`` (1 + the mean over steps of
     the verifier's exact acceptance on that step's laws; NaN for a verifier
-    rated only by sampling) and ``alpha_star`` (the mean over steps of
-    alpha*)."""
+    rated only by sampling), ``alpha_star`` (the mean over steps of
+    alpha*) and ``step_ms``, the mean milliseconds of a step's parts:
+    ``draft`` (the draft's law and the drafts), ``target`` (the target's
+    laws), ``verifier`` (preparing the verifier on the step's laws and
+    verifying the drafts) and ``bonus`` (the token after an accepted
+    draft); rating the step (alpha*, the exact acceptance) is not timed."""
     if not isinstance(model, CallbackModel):
         raise TypeError(f"model: expected a CallbackModel, got {type(model).__name__}")
     prompt = token_ids(prompt, "prompt")
@@ -205,22 +213,33 @@ def speculative_decode(model, prompt, max_new_tokens, *, n=2, verifier="specinfe
     target_before, draft_before = model.target_calls, model.draft_calls
     accepted = steps = 0
     predicted, optimum = [], []
+    spent = dict.fromkeys(("draft", "target", "verifier", "bonus"), 0.0)
+    clock = time.perf_counter
     while len(new) < max_new_tokens:
+        start = clock()
         q = model.laws("draft", [context])[0]
         drafts = _draw(q, n, scheme, rng)
+        drawn = clock()
         distinct = sorted(set(drafts))
         rows = model.laws("target", [context] + [context + [d] for d in distinct])
         p, after = rows[0], dict(zip(distinct, rows[1:]))
-        chosen = Verifier(verifier, p, q, n, scheme, **params)
-        token = chosen.sample(drafts, seed=int(rng.integers(2**63)))
-        predicted.append(np.nan if chosen.acceptance is None else chosen.acceptance)
+        laws = clock()
+        token, acceptance = _verify(verifier, p, q, n, scheme, drafts,
+                                    int(rng.integers(2**63)), params)
+        verified = clock()
+        spent["draft"] += drawn - start
+        spent["target"] += laws - drawn
+        spent["verifier"] += verified - laws
+        predicted.append(acceptance())
         optimum.append(alpha_star(p, q, n, scheme))
         steps += 1
         new.append(token)
         if token in after and len(new) < max_new_tokens:
             accepted += 1
+            start = clock()
             bonus = after[token]
             new.append(int(rng.choice(len(bonus), p=bonus)))
+            spent["bonus"] += clock() - start
         context = prompt + new
     target_calls = model.target_calls - target_before
     return {
@@ -232,4 +251,19 @@ def speculative_decode(model, prompt, max_new_tokens, *, n=2, verifier="specinfe
         "tokens_per_target_call": len(new) / steps,
         "predicted_tokens_per_target_call": 1.0 + float(np.mean(predicted)),
         "alpha_star": float(np.mean(optimum)),
+        "step_ms": {part: 1e3 * seconds / steps for part, seconds in spent.items()},
     }
+
+
+def _verify(verifier, p, q, n, scheme, drafts, seed, params):
+    """The verifier's token for ``drafts`` on one step's laws, and a
+    function that rates it (its exact acceptance, NaN where there is
+    none), called outside the step's timing. The optimal verifier goes
+    through the batch of a decoding step (one row here)."""
+    if verifier == "optimal-convex":
+        rules = optimal_rules(p[None], q[None], n, scheme, **params)
+        token = int(rules.sample(np.asarray([drafts]), seed=seed)[0])
+        return token, lambda: float(rules.acceptance[0])
+    chosen = Verifier(verifier, p, q, n, scheme, **params)
+    token = chosen.sample(drafts, seed=seed)
+    return token, lambda: np.nan if chosen.acceptance is None else chosen.acceptance

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import numpy as np
 
 from . import _mdsd
-from ._rows import TRANSFORMS, checked_keywords, drafts, rows, settings
+from ._rows import TRANSFORMS, checked_keywords, drafts, real, rows, settings
 from .results import Solution
 
 if TYPE_CHECKING:
@@ -53,12 +53,16 @@ def certificate(p: Any, q: Any, n: int, scheme: str = "iid",
 
 def solve(p: Any, q: Any, n: int, method: str = "lp", scheme: str = "iid", *,
           formulation: str = "full", max_variables: Optional[int] = None,
-          max_sets: Optional[int] = None, decomposed: bool = False, tol: Optional[float] = None,
+          max_sets: Optional[int] = None, decomposed: bool = False,
+          max_gap: Optional[float] = None, budget_ms: Optional[float] = None,
           **transforms: Unpack[Transforms]) -> Solution:
     """One row solved by an exact method, ``method="lp"`` (``formulation``
     "full" or "relaxed", ``max_variables``) or ``"flow"`` (``max_sets``,
-    ``decomposed``), or by the convex programs (``"convex"``, ``tol``), as
-    ``mdsd solve --method`` does (unset settings take its defaults);
+    ``decomposed``), or by the convex programs (``"convex"``: ``max_gap``,
+    the bound on alpha* - acceptance, and ``budget_ms``, the milliseconds
+    the solve may take past its start rule, after which it returns the
+    rule reached, lossless, with ``status`` "time-limit" and its ``gap``),
+    as ``mdsd solve --method`` does (unset settings take its defaults);
     returns a ``Solution``.
 
     >>> s = mdsd.solve([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2, method="flow")
@@ -67,7 +71,8 @@ def solve(p: Any, q: Any, n: int, method: str = "lp", scheme: str = "iid", *,
     """
     checked_keywords("solve", transforms, TRANSFORMS)
     solver = {"method": method, "formulation": formulation, "max_variables": max_variables,
-              "max_sets": max_sets, "decomposed": decomposed, "tolerance": tol}
+              "max_sets": max_sets, "decomposed": decomposed,
+              "max_gap": real(max_gap, "max_gap"), "budget_ms": real(budget_ms, "budget_ms")}
     p_rows = rows(p, "p")
     fields = _mdsd.solve(p_rows, drafts(q, scheme), settings(p, q, n, scheme, transforms),
                          solver)

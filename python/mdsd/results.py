@@ -23,8 +23,10 @@ class _Result:
 @dataclass(frozen=True)
 class Solution(_Result):
     """What ``solve`` found: ``alpha_star``, ``acceptance`` (what the
-    method's verifier reaches), ``certificate`` (H* as a bool mask),
-    ``status`` ("optimal", "converged", "certificate-unverified"),
+    method's verifier reaches), ``gap`` (alpha_star - acceptance: how far
+    that verifier is from the optimum), ``certificate`` (H* as a bool
+    mask), ``status`` ("optimal", "converged", "time-limit",
+    "certificate-unverified"),
     ``iterations``, ``elapsed_ms``, and for lp and flow ``plan``: a dict of
     ``drafts`` (the draft tuples or sets), ``probs`` (their probability)
     and ``conditional`` (the output law given each, ``[outcomes, V]``), the
@@ -32,6 +34,7 @@ class Solution(_Result):
 
     alpha_star: float
     acceptance: float
+    gap: float
     certificate: np.ndarray
     status: str
     iterations: int
@@ -43,7 +46,7 @@ class Solution(_Result):
         mask = np.zeros(vocab_size, dtype=bool)
         mask[fields["certificate"]] = True
         return cls(alpha_star=fields["alpha_star"], acceptance=fields["acceptance"],
-                   certificate=mask, status=fields["status"],
+                   gap=fields["gap"], certificate=mask, status=fields["status"],
                    iterations=fields["iterations"], elapsed_ms=fields["elapsed_ms"],
                    plan=fields.get("plan"))
 

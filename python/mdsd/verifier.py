@@ -1,8 +1,9 @@
-"""``Verifier``: a built-in verifier prepared for one row of p and q."""
+"""``Verifier``: a built-in verifier prepared for one row of p and q;
+``OptimalRules``: the optimal verifier of a batch of rows."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 import numpy as np
 
@@ -27,8 +28,10 @@ class Verifier:
 
     Besides the transforms, the settings a verifier's preparation reads
     (``mdsd.verifier_settings(name)``): ``truncation`` for "khisti" (pairs
-    among that many most likely draft tokens, 1 to 15), ``tol`` for
-    "optimal-convex" (the convex solver's tolerance), ``max_sets`` for
+    among that many most likely draft tokens, 1 to 15), ``max_gap`` and
+    ``budget_ms`` for "optimal-convex" (the convex solver's bound on
+    alpha* - acceptance, and the milliseconds its solve may take past its
+    start rule: the rule reached by then, lossless), ``max_sets`` for
     "optimal-flow" (the flow network's budget of draft sets).
 
     >>> v = mdsd.Verifier("optimal-convex", [0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2)
@@ -37,10 +40,12 @@ class Verifier:
     """
 
     def __init__(self, name: str, p: Any, q: Any, n: int, scheme: str = "iid", *,
-                 truncation: Optional[int] = None, tol: Optional[float] = None,
-                 max_sets: Optional[int] = None, **transforms: Unpack[Transforms]) -> None:
+                 truncation: Optional[int] = None, max_gap: Optional[float] = None,
+                 budget_ms: Optional[float] = None, max_sets: Optional[int] = None,
+                 **transforms: Unpack[Transforms]) -> None:
         given = {"truncation": None if truncation is None else whole(truncation, "truncation"),
-                 "tol": real(tol, "tol"),
+                 "max_gap": real(max_gap, "max_gap"),
+                 "budget_ms": real(budget_ms, "budget_ms"),
                  "max_sets": None if max_sets is None else whole(max_sets, "max_sets")}
         reads = verifier_settings(name)
         for key, value in given.items():
@@ -82,6 +87,82 @@ class Verifier:
                 f"acceptance={acceptance})")
 
 
+class OptimalRules:
+    """The optimal verifier (``"optimal-convex"``) prepared for a batch of
+    rows, the shape of a decoding step: ``p`` and ``q`` ``[B, V]``, one row
+    per sequence in flight, solved in one call on rayon's pool (without
+    the GIL, Ctrl-C watched). ``.sample(drafts, seed=None)`` draws one
+    token per row of ``[B, n]`` drafts; ``.alpha_star``, ``.acceptance``
+    (each rule's selected-token acceptance, a lower bound of P(output
+    among the drafts)), ``.gap`` (alpha_star - acceptance), ``.elapsed_ms``
+    (arrays ``[B]``), ``.iterations`` and ``.status`` ("converged" or
+    "time-limit") per row. Each row is the ``Verifier("optimal-convex")``
+    of that row: ``max_gap`` bounds alpha* - acceptance, ``budget_ms`` the
+    milliseconds each row's solve may take past its start rule (the rule
+    reached by then: lossless, further from alpha*).
+
+    >>> rules = mdsd.optimal_rules([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]],
+    ...                            [[0.2, 0.3, 0.5], [0.2, 0.3, 0.5]], n=2)
+    >>> rules.alpha_star.round(6).tolist(), rules.sample([[2, 2], [0, 1]], seed=1).shape
+    ([0.86, 0.95], (2,))
+    """
+
+    def __init__(self, p: Any, q: Any, n: int, scheme: str = "iid", *,
+                 max_gap: Optional[float] = None, budget_ms: Optional[float] = None,
+                 **transforms: Unpack[Transforms]) -> None:
+        for key in transforms:
+            if key not in TRANSFORMS:
+                raise TypeError(f"optimal_rules() got an unexpected keyword argument {key!r}")
+        given = {"max_gap": real(max_gap, "max_gap"), "budget_ms": real(budget_ms, "budget_ms"),
+                 "truncation": None, "max_sets": None}
+        self._native = _mdsd.OptimalRules(rows(p, "p"), drafts(q, scheme),
+                                          settings(p, q, n, scheme, transforms), given)
+        self._scheme, self._n = scheme, n
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    @property
+    def alpha_star(self) -> np.ndarray:
+        return self._native.alpha_star
+
+    @property
+    def acceptance(self) -> np.ndarray:
+        return self._native.acceptance
+
+    @property
+    def gap(self) -> np.ndarray:
+        return self._native.gap
+
+    @property
+    def elapsed_ms(self) -> np.ndarray:
+        return self._native.elapsed_ms
+
+    @property
+    def iterations(self) -> List[int]:
+        return self._native.iterations
+
+    @property
+    def status(self) -> List[str]:
+        return self._native.status
+
+    def sample(self, drafts: Any, seed: Optional[int] = None) -> np.ndarray:
+        """One output token per row of ``drafts`` (integer ``[B, n]``)."""
+        return self._native.sample(np.ascontiguousarray(_token_ids(drafts)), seed_of(seed))
+
+    def __repr__(self) -> str:
+        return (f"OptimalRules(rows={len(self)}, scheme={self._scheme!r}, n={self._n}, "
+                f"mean gap={float(np.mean(self.gap)) if len(self) else 0.0:.2e})")
+
+
+def optimal_rules(p: Any, q: Any, n: int, scheme: str = "iid", *,
+                  max_gap: Optional[float] = None, budget_ms: Optional[float] = None,
+                  **transforms: Unpack[Transforms]) -> OptimalRules:
+    """The optimal verifier of each row of ``p`` and ``q`` ``[B, V]`` in one
+    call (:class:`OptimalRules`)."""
+    return OptimalRules(p, q, n, scheme, max_gap=max_gap, budget_ms=budget_ms, **transforms)
+
+
 def seed_of(seed: Any) -> Optional[int]:
     """A seed (a whole number that fits 64 bits), or None for a fresh one."""
     return None if seed is None else whole(seed, "seed")
@@ -107,7 +188,7 @@ def _token_ids(drafts: Any) -> np.ndarray:
 
 def verifier_settings(name: str) -> list:
     """The settings a built-in verifier's preparation reads, as mdsd's
-    registry lists them: ``["truncation"]`` for "khisti", ``["tol"]`` for
+    registry lists them: ``["truncation"]`` for "khisti", ``["max_gap", "budget_ms"]`` for
     "optimal-convex", ``["max_sets"]`` for "optimal-flow", none for the
     others."""
     return list(_mdsd.verifier_settings(name))

@@ -25,8 +25,8 @@ pub(crate) fn guarded<T>(work: impl FnOnce() -> Result<T, String>) -> PyResult<T
         .map_err(MdsdError::new_err)
 }
 
-/// A library error in Python's words: a setting by its keyword (`tol=`,
-/// not the command line's `--tol`), anything else as it reads.
+/// A library error in Python's words: a setting by its keyword (`max_gap=`,
+/// not the command line's `--max-gap`), anything else as it reads.
 pub(crate) fn in_python(error: mdsd::Error) -> String {
     match error {
         mdsd::Error::Setting {

@@ -12,6 +12,7 @@ mod evaluate;
 mod interrupt;
 mod live;
 mod rows;
+mod rules;
 mod solvers;
 mod verifier;
 
@@ -20,6 +21,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _mdsd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<verifier::PyVerifier>()?;
+    m.add_class::<rules::PyOptimalRules>()?;
     m.add_class::<evaluate::PyDataFile>()?;
     m.add_class::<live::PyCallbackModel>()?;
     m.add_class::<live::PyMarkovLaws>()?;

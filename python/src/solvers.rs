@@ -74,6 +74,7 @@ fn solved<'py>(
     let dict = PyDict::new(py);
     dict.set_item("alpha_star", summary.alpha_star)?;
     dict.set_item("acceptance", summary.acceptance)?;
+    dict.set_item("gap", summary.gap())?;
     dict.set_item("certificate", summary.certificate.clone())?;
     dict.set_item("status", summary.status.name())?;
     dict.set_item("iterations", summary.iterations)?;
@@ -106,7 +107,8 @@ pub(crate) struct SolveSettings {
     max_variables: Option<usize>,
     max_sets: Option<usize>,
     decomposed: bool,
-    tolerance: Option<f64>,
+    max_gap: Option<f64>,
+    budget_ms: Option<f64>,
 }
 
 /// One row solved by an exact method (lp, flow) or the convex programs.
@@ -124,7 +126,8 @@ pub(crate) fn solve<'py>(
         max_variables,
         max_sets,
         decomposed,
-        tolerance,
+        max_gap,
+        budget_ms,
     } = solver;
     let problem = one_problem(py, p, &qs, &request(settings)?, "solve")?;
     let method = match method.as_str() {
@@ -145,7 +148,8 @@ pub(crate) fn solve<'py>(
             decomposed,
         },
         "convex" => SolveMethod::Convex {
-            tolerance: tolerance.unwrap_or(mdsd::convex::DEFAULT_TOLERANCE),
+            max_gap: max_gap.unwrap_or(mdsd::convex::DEFAULT_TOLERANCE),
+            budget_ms,
         },
         other => {
             return Err(MdsdError::new_err(format!(

@@ -19,18 +19,29 @@ use crate::rows::{Settings, check_fits, one_problem, request};
 #[pyo3(from_item_all)]
 pub(crate) struct VerifierParams {
     truncation: Option<usize>,
-    tol: Option<f64>,
+    max_gap: Option<f64>,
+    budget_ms: Option<f64>,
     max_sets: Option<usize>,
 }
 
 impl VerifierParams {
+    /// The convex solver of `max_gap` and `budget_ms`, where given.
+    pub(crate) fn convex(&self, default: ConvexSolver) -> PyResult<ConvexSolver> {
+        let mut budget = *default.budget();
+        if let Some(max_gap) = self.max_gap {
+            budget = budget.with_max_gap(max_gap);
+        }
+        if let Some(ms) = self.budget_ms {
+            budget = (budget.with_budget_ms(ms)).map_err(|e| MdsdError::new_err(e.to_string()))?;
+        }
+        Ok(default.with_budget(budget))
+    }
+
     fn settings(self) -> PyResult<mdsd::VerifierSettings> {
         let defaults = mdsd::VerifierSettings::default();
         let settings = mdsd::VerifierSettings {
             khisti_truncation: self.truncation.unwrap_or(defaults.khisti_truncation),
-            convex: self.tol.map_or(defaults.convex, |t| {
-                ConvexSolver::default().with_tolerance(t)
-            }),
+            convex: self.convex(defaults.convex)?,
             flow: self
                 .max_sets
                 .map_or(defaults.flow, |m| FlowSolver::default().with_max_sets(m)),
@@ -185,7 +196,7 @@ impl PyVerifier {
 }
 
 /// The settings a built-in verifier's preparation reads (`truncation`,
-/// `tol`, `max_sets`), as mdsd-verify's registry lists them.
+/// `max_gap`, `budget_ms`, `max_sets`), as mdsd-verify's registry lists them.
 #[pyfunction]
 pub(crate) fn verifier_settings(name: &str) -> PyResult<Vec<&'static str>> {
     let kind: VerifierKind = name

@@ -106,12 +106,15 @@ def test_preparation_settings():
     p, q = [0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4]
     alpha = mdsd.alpha_star(p, q, 2)
     for tol in (1e-3, 1e-9):
-        assert abs(mdsd.Verifier("optimal-convex", p, q, 2, tol=tol).acceptance - alpha) < 10 * tol
+        assert abs(mdsd.Verifier("optimal-convex", p, q, 2, max_gap=tol).acceptance - alpha) < 10 * tol
     with pytest.raises(ValueError, match="truncation s = 16"):
         mdsd.Verifier("khisti", p, q, 2, truncation=16)
-    with pytest.raises(ValueError, match="tolerance = -1"):
-        mdsd.Verifier("optimal-convex", p, q, 2, tol=-1)
+    with pytest.raises(ValueError, match="max_gap = -1"):
+        mdsd.Verifier("optimal-convex", p, q, 2, max_gap=-1)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="budget_ms"):
+            mdsd.Verifier("optimal-convex", p, q, 2, budget_ms=bad)
     with pytest.raises(ValueError, match="budget of 3"):
         mdsd.Verifier("optimal-flow", p, q, 2, max_sets=3)
-    with pytest.raises(ValueError, match="no setting 'tol'"):
-        mdsd.Verifier("specinfer", p, q, 2, tol=1e-3)
+    with pytest.raises(ValueError, match="no setting 'max_gap'"):
+        mdsd.Verifier("specinfer", p, q, 2, max_gap=1e-3)

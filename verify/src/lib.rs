@@ -116,7 +116,7 @@ pub use exact::{CertifiedAlpha, ExactReport, alpha_star, certified_alpha_star, e
 pub use greedy::{Deterministic, Greedy, SpecHub};
 pub use khisti::{KHISTI_MAX_TRUNCATION, KHISTI_TRUNCATION, Khisti};
 pub use kseq::KSeq;
-pub use optimal::{OptimalConvex, OptimalFlow};
+pub use optimal::{OptimalConvex, OptimalFlow, OptimalRules};
 pub use registry::{Rating, VerifierKind, VerifierSettings};
 pub use rejection::{RrsWithoutReplacement, SpecInfer};
 pub use sampling::{
@@ -204,6 +204,15 @@ pub enum VerifyError {
     Sampler { name: String, message: String },
     #[error("the verifier's law given drafts {0:?} has no mass to draw from")]
     EmptyLaw(Vec<usize>),
+    #[error("row {row}: {source}")]
+    Row {
+        row: usize,
+        source: Box<VerifyError>,
+    },
+    #[error(
+        "drafts has {drafts} rows for a batch of {rules} rules: give one row of drafts per row"
+    )]
+    BatchRows { rules: usize, drafts: usize },
 }
 
 impl VerifyError {
@@ -215,7 +224,16 @@ impl VerifyError {
             VerifyError::Flow(e) => e.instead(),
             VerifyError::Lp(e) => e.instead(),
             VerifyError::Convex(e) => e.instead(),
+            VerifyError::Row { source, .. } => source.instead(),
             _ => &[],
+        }
+    }
+
+    /// The error as that of row `row` of a batch.
+    pub fn at_row(self, row: usize) -> Self {
+        VerifyError::Row {
+            row,
+            source: Box::new(self),
         }
     }
 }

@@ -5,8 +5,11 @@
 use std::collections::HashMap;
 
 use mdsd_convex::{ConvexSolution, ConvexSolver};
-use mdsd_core::{Plan, Problem, Solve, token_set};
+use mdsd_core::{Plan, Problem, Progress, Solve, token_set};
 use mdsd_flow::FlowSolver;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 
 use crate::laws::{check_drafts, draft_law};
 use crate::selecting::{Selecting, Verification};
@@ -63,6 +66,67 @@ impl Selecting for OptimalConvex {
 }
 
 verifier_of_shape!(OptimalConvex, VerifierKind::OptimalConvex, selecting);
+
+/// The optimal verifier of B rows at once, the shape of a decoding step
+/// (one row per sequence in flight): B selection rules prepared on
+/// rayon's pool, one output token per row of `[B, n]` drafts. Each row's
+/// rule is [`OptimalConvex`]'s for that row, so that the batch gives the
+/// rows' single results; under a time budget ([`mdsd_convex::Budget`])
+/// each row's solve has its own.
+pub struct OptimalRules {
+    rules: Vec<OptimalConvex>,
+}
+
+impl OptimalRules {
+    /// The rules of `problems`, each solved by `solver` (whose workspaces
+    /// serve the solves running at once); the caller is asked between rows
+    /// whether to stop. An error names its row.
+    pub fn prepare(
+        problems: &[Problem],
+        solver: &ConvexSolver,
+        progress: &dyn Progress,
+    ) -> Result<Self, VerifyError> {
+        solver.check_settings()?;
+        progress.start(problems.len() as u64);
+        let rules = (problems.par_iter().enumerate())
+            .map(|(row, problem)| {
+                progress.check_stop()?;
+                let rule = OptimalConvex::new(problem, solver).map_err(|e| e.at_row(row))?;
+                progress.advance(1);
+                Ok(rule)
+            })
+            .collect::<Result<Vec<_>, VerifyError>>()?;
+        Ok(Self { rules })
+    }
+
+    /// The rows' rules, in order.
+    pub fn rules(&self) -> &[OptimalConvex] {
+        &self.rules
+    }
+
+    /// One output token per row: row b verifies `drafts[b]` with its rule,
+    /// drawing from stream b of `seed`, so that a seed gives the same
+    /// tokens whatever the pool's size.
+    pub fn sample<D: AsRef<[usize]> + Sync>(
+        &self,
+        drafts: &[D],
+        seed: u64,
+    ) -> Result<Vec<usize>, VerifyError> {
+        if drafts.len() != self.rules.len() {
+            return Err(VerifyError::BatchRows {
+                rules: self.rules.len(),
+                drafts: drafts.len(),
+            });
+        }
+        (self.rules.par_iter().zip(drafts).enumerate())
+            .map(|(row, (rule, drafts))| {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                rng.set_stream(row as u64);
+                (rule.sample(drafts.as_ref(), &mut rng)).map_err(|e| e.at_row(row))
+            })
+            .collect()
+    }
+}
 
 /// The optimal verifier of mdsd-flow: the optimal plan pi(y | draft set)
 /// of max flow over draft sets, for any scheme. It depends on the drafts

@@ -29,7 +29,8 @@ pub struct VerifierSettings {
     /// Khisti et al.'s truncation: pairs among this many most likely draft
     /// tokens are weighted by the LP (1 to [`crate::KHISTI_MAX_TRUNCATION`]).
     pub khisti_truncation: usize,
-    /// The convex solver `optimal-convex` solves with (its tolerance).
+    /// The convex solver `optimal-convex` solves with (its budget: target
+    /// gap and time limit).
     pub convex: ConvexSolver,
     /// The max-flow solver `optimal-flow` solves with (its budget of draft
     /// sets).
@@ -77,11 +78,11 @@ pub enum VerifierKind {
 impl VerifierKind {
     /// The settings of [`VerifierSettings`] this verifier's preparation
     /// reads, by the names the command line and Python give them
-    /// (`truncation`, `tol`, `max_sets`).
+    /// (`truncation`, `max_gap` and `budget_ms`, `max_sets`).
     pub fn settings_read(self) -> &'static [&'static str] {
         match self {
             VerifierKind::Khisti => &["truncation"],
-            VerifierKind::OptimalConvex => &["tol"],
+            VerifierKind::OptimalConvex => &["max_gap", "budget_ms"],
             VerifierKind::OptimalFlow => &["max_sets"],
             _ => &[],
         }

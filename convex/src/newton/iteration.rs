@@ -1,5 +1,5 @@
 //! The loop of projected Newton: one owner of the iteration count, the
-//! stop rule, the change of rule and the budget.
+//! stop rule, the change of rule and the budget (iterations and time).
 
 use super::{Evaluation, Potential, Program, Solved};
 use crate::budget::Budget;
@@ -28,7 +28,7 @@ impl<P: Potential> Program<'_, P> {
         budget: &Budget,
         workspace: &mut Workspace,
     ) -> Result<Solved, ConvexError> {
-        let tolerance = budget.tolerance;
+        let tolerance = budget.max_gap;
         let mut rough = self.potential.rough_until().is_some();
         let rough_until = self.potential.rough_until().unwrap_or(0.0).max(tolerance);
         let mut iterations = 0;
@@ -37,16 +37,21 @@ impl<P: Potential> Program<'_, P> {
         let mut no_step = false;
         loop {
             let lost = self.residual(&theta, &current.1.marginal);
-            if rough && lost <= rough_until {
+            // Out of time on the rough rule, the rule's r comes from one
+            // exact evaluation: selection with r from the rough one would
+            // not be lossless.
+            let out_of_time = budget.out_of_time();
+            if rough && (lost <= rough_until || out_of_time) {
                 current = self.refined(&theta, current.1, workspace);
                 rough = false;
                 continue;
             }
-            if lost <= tolerance {
+            if lost <= tolerance || out_of_time {
                 return Ok(Solved {
                     theta,
                     marginal: current.1.marginal,
                     iterations,
+                    out_of_time: lost > tolerance,
                 });
             }
             if iterations == budget.max_iterations {

@@ -127,6 +127,9 @@ pub(crate) struct Solved {
     pub theta: Vec<f64>,
     pub marginal: Vec<f64>,
     pub iterations: usize,
+    /// Whether the budget's time limit stopped the program before its
+    /// target gap.
+    pub out_of_time: bool,
 }
 
 impl<P: Potential> Program<'_, P> {
@@ -193,6 +196,7 @@ impl<P: Potential> Program<'_, P> {
             theta: Vec::new(),
             marginal: Vec::new(),
             iterations: 0,
+            out_of_time: false,
         }
     }
 

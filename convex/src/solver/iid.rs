@@ -27,7 +27,7 @@ pub(super) fn solve(
         return Err(ConvexError::Precision {
             n: drafts.n(),
             limit,
-            tolerance: budget.tolerance,
+            tolerance: budget.max_gap,
         });
     }
     let vocabulary = problem.vocab_size();

@@ -315,7 +315,7 @@ mod tests {
                 .summary
                 .alpha_star;
             assert!(s.acceptance <= exact + 1e-9 && exact <= s.alpha_star + 1e-9);
-            assert!(s.alpha_star - s.acceptance <= solver.budget().tolerance);
+            assert!(s.alpha_star - s.acceptance <= solver.budget().max_gap);
             let mut h = vec![false; p.len()];
             s.certificate.iter().for_each(|&y| h[y] = true);
             assert!((1.0 + cut_of(&h) - s.alpha_star).abs() < 1e-12);

@@ -54,26 +54,26 @@ impl ConvexSolver {
         Self { budget, ..self }
     }
 
-    /// The solver with this tolerance: bound on alpha* - acceptance, split
-    /// evenly between the two programs.
-    pub fn with_tolerance(self, tolerance: f64) -> Self {
-        let budget = Budget {
-            tolerance,
-            ..self.budget
-        };
+    /// The solver with this target gap: bound on alpha* - acceptance,
+    /// split evenly between the two programs.
+    pub fn with_max_gap(self, max_gap: f64) -> Self {
+        let budget = self.budget.with_max_gap(max_gap);
         self.with_budget(budget)
     }
 
     /// The solver with this cap on each program's Newton iterations.
     pub fn with_max_iterations(self, max_iterations: usize) -> Self {
-        let budget = Budget {
-            max_iterations,
-            ..self.budget
-        };
+        let budget = self.budget.with_max_iterations(max_iterations);
         self.with_budget(budget)
     }
 
-    /// The tolerance and iteration cap.
+    /// The solver with this time limit per solve ([`Budget::time_limit`]).
+    pub fn with_time_limit(self, time_limit: Option<std::time::Duration>) -> Self {
+        let budget = self.budget.with_time_limit(time_limit);
+        self.with_budget(budget)
+    }
+
+    /// The target gap, iteration cap and time limit.
     pub fn budget(&self) -> &Budget {
         &self.budget
     }
@@ -87,7 +87,7 @@ impl ConvexSolver {
     ) -> Result<ConvexSolution, ConvexError> {
         self.check_settings()?;
         let start = Instant::now();
-        let budget = &self.budget;
+        let budget = &self.budget.started(start);
         let mut solution = match problem.drafts().kind() {
             SchemeKind::Iid => iid::solve(problem, budget, workspace),
             SchemeKind::Independent => independent::solve(problem, budget, workspace),

@@ -99,6 +99,13 @@ pub(super) fn assemble(
     workspace: &mut Workspace,
 ) -> ConvexSolution {
     let certificate = sides.inner.0.iter().map(|&k| sides.support[k]).collect();
+    let status = if outer.out_of_time || inner.out_of_time {
+        Status::TimeLimit
+    } else {
+        Status::Converged {
+            tolerance: budget.max_gap,
+        }
+    };
     let (rule, iterations) = Assembly {
         vocabulary: sides.vocabulary,
         tokens: sides.support,
@@ -112,9 +119,7 @@ pub(super) fn assemble(
         alpha_star,
         acceptance: rule.acceptance(sides.p),
         certificate,
-        status: Status::Converged {
-            tolerance: budget.tolerance,
-        },
+        status,
         iterations,
         elapsed: Default::default(),
     };

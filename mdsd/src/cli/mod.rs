@@ -80,7 +80,7 @@ enum Command {
     /// alpha* by an exact solver, with its certificate H*.
     #[command(after_help = "Examples:
   mdsd solve -p 0.5,0.3,0.2 -q 0.2,0.3,0.5 -n 2 --method flow --plan plan.json
-  mdsd solve --data rows.npz --row 3 -n 4 --method convex --tol 1e-9")]
+  mdsd solve --data rows.npz --row 3 -n 4 --method convex --max-gap 1e-9")]
     Solve(SolveArgs),
     /// Rate verifiers exactly: acceptance, distance of the output law from p,
     /// and alpha*.
@@ -161,7 +161,11 @@ struct SolveArgs {
     max_sets: usize,
     /// Bound on alpha* - acceptance left to the solver (method convex).
     #[arg(long, default_value_t = mdsd::convex::DEFAULT_TOLERANCE, allow_hyphen_values = true)]
-    tol: f64,
+    max_gap: f64,
+    /// Milliseconds a row's solve may take past its start rule (method
+    /// convex): the rule reached by then, lossless, with its gap to alpha*.
+    #[arg(long, allow_hyphen_values = true)]
+    budget_ms: Option<f64>,
     /// Write the optimal plan pi(y | drafts) to FILE as JSON (methods lp, flow).
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
@@ -246,7 +250,7 @@ enum MethodArg {
     /// Max flow over draft sets (polynomial in V for fixed n).
     Flow,
     /// The enumeration-free convex programs (iid drafts, any V): the
-    /// acceptance its selection rule reaches, within --tol of alpha*.
+    /// acceptance its selection rule reaches, within --max-gap of alpha*.
     Convex,
 }
 
@@ -282,7 +286,8 @@ pub fn run(cli: Cli) -> Result<(), Error> {
                     decomposed: solve_args.decomposed,
                 },
                 MethodArg::Convex => SolveMethod::Convex {
-                    tolerance: solve_args.tol,
+                    max_gap: solve_args.max_gap,
+                    budget_ms: solve_args.budget_ms,
                 },
             };
             if solve_args.plan.is_some() && method.plan_drafts().is_none() {

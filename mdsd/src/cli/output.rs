@@ -54,11 +54,17 @@ pub struct Report<'a> {
     pub full_certificates: bool,
 }
 
+/// Whether a solve of this status was iterative: its acceptance may fall
+/// short of alpha*.
+fn iterative(status: Status) -> bool {
+    matches!(status, Status::Converged { .. } | Status::TimeLimit)
+}
+
 /// Certificates longer than this are elided in tables (JSON has them whole).
 pub const SHOWN_TOKENS: usize = 8;
 
 impl Report<'_> {
-    /// One row as JSON: `alpha_star`, `acceptance`, `certificate` (a
+    /// One row as JSON: `alpha_star`, `acceptance`, `gap`, `certificate` (a
     /// compact certificate, null when none verified), `status`, `iterations`, `elapsed_ms`,
     /// with the scheme, n and method.
     fn row_json(&self, summary: &Summary, certificate: &CompactCertificate) -> serde_json::Value {
@@ -80,9 +86,7 @@ impl Report<'_> {
         };
         // Independent drafts have no closed form: an iterative solve
         // brackets alpha*, and the document says which end is which.
-        let interval = (self.scheme == "independent"
-            && matches!(summary.status, Status::Converged { .. }))
-        .then(|| {
+        let interval = (self.scheme == "independent" && iterative(summary.status)).then(|| {
             json!({
                 "lower": summary.acceptance,
                 "upper": summary.alpha_star,
@@ -93,6 +97,7 @@ impl Report<'_> {
         let mut row = json!({
             "alpha_star": summary.alpha_star,
             "acceptance": summary.acceptance,
+            "gap": summary.gap(),
             "certificate": certificate,
             "status": summary.status.name(),
             "iterations": summary.iterations,
@@ -129,10 +134,7 @@ impl Report<'_> {
     /// A line per row: alpha*, the acceptance reached where an iterative
     /// method stopped short of it, and H*.
     pub fn to_table(&self) -> String {
-        let iterative = self
-            .rows
-            .iter()
-            .any(|r| matches!(r.status, Status::Converged { .. }));
+        let iterative = self.rows.iter().any(|r| iterative(r.status));
         let acceptance = if iterative {
             format!("  {:>16}", "acceptance")
         } else {
@@ -180,6 +182,17 @@ impl Report<'_> {
             // No closed form gives alpha* for independent drafts: the convex
             // solver brackets it.
             out += "independent drafts: alpha* lies between the acceptance (the rule's: a lossless verifier reaches it) and the alpha* column (the cut p(H*) + 1 - q_1(H*)...q_n(H*) of the H* shown, an upper bound)\n";
+        }
+        let stopped = self
+            .rows
+            .iter()
+            .filter(|r| r.status == Status::TimeLimit)
+            .count();
+        if stopped > 0 {
+            out += &format!(
+                "{stopped} of {} rows stopped at --budget-ms: their rules are as lossless, their acceptance further from alpha*\n",
+                self.rows.len()
+            );
         }
         out
     }

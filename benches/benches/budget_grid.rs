@@ -1,0 +1,155 @@
+//! The budget grid: what the optimal verifier reaches inside a decoding
+//! step's time. On real rows, the draft truncated to its top k tokens, for
+//! each scheme the convex solver covers (independent drafts: the draft at
+//! two temperatures, 0.7 and 1.3, taken in turn) and each time budget per
+//! solve (`Budget::time_limit`; "none" runs to the default gap): the mean
+//! milliseconds per solve, the mean and largest gap alpha* - acceptance
+//! (certified: for i.i.d. and without replacement against the closed
+//! form, for independent drafts against the upper end of the solver's
+//! interval), and how many solves converged before their budget ran out.
+//! Then the cost of the full solve against the closed form of the same
+//! scheme on the same rows (alpha* and H*, `optimal_acceptance`), the two
+//! run alternately row by row; independent drafts, which have no closed
+//! form, against the i.i.d. solve of the same rows.
+//!
+//! One solve per row and cell is the measurement. Uses the 64 rows of
+//! `../shared/data` when present, else the repository's 8. Narrow it with
+//! `GRID_SCHEMES=iid GRID_K=100 GRID_N=4 GRID_ROWS=8 GRID_BUDGETS_MS=0,1,none`.
+//!
+//! `cargo bench -p mdsd-benches --bench budget_grid`
+
+use std::time::{Duration, Instant};
+
+use mdsd_bounds::optimal_acceptance;
+use mdsd_convex::ConvexSolver;
+use mdsd_core::{Distribution, DraftScheme, Problem, SchemeKind, Solve, Status};
+
+/// The two temperatures of the independent drafts' laws.
+const TEMPERATURES: [f64; 2] = [0.7, 1.3];
+
+fn list(name: &str, default: &str) -> Vec<String> {
+    (std::env::var(name).unwrap_or_else(|_| default.into()))
+        .split(',')
+        .map(|x| x.trim().to_string())
+        .collect()
+}
+
+fn parsed<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
+    (list(name, default).iter())
+        .map(|x| x.parse().unwrap_or_else(|_| panic!("{name}: {x}")))
+        .collect()
+}
+
+/// The problem of `n` drafts of `scheme` from `q`'s top `k` tokens.
+fn problem(p: &Distribution, q: &Distribution, scheme: SchemeKind, k: usize, n: usize) -> Problem {
+    let drafts = match scheme {
+        SchemeKind::Independent => {
+            let laws: Vec<Distribution> = (TEMPERATURES.iter())
+                .map(|&t| q.with_temperature(t).and_then(|q| q.top_k(k)).unwrap())
+                .collect();
+            DraftScheme::independent_cycled(&laws, n)
+        }
+        _ => DraftScheme::new(scheme, vec![q.top_k(k).unwrap()], n),
+    };
+    Problem::new(p.clone(), drafts.unwrap()).unwrap()
+}
+
+/// A budget's name ("none" or milliseconds) as a time limit.
+fn time_limit(name: &str) -> Option<Duration> {
+    (name != "none").then(|| Duration::from_secs_f64(name.parse::<f64>().expect(name) / 1e3))
+}
+
+fn ms(time: Duration, count: usize) -> f64 {
+    time.as_secs_f64() * 1e3 / count as f64
+}
+
+fn main() {
+    let mut rows = mdsd_benches::shared_rows().unwrap_or_else(mdsd_benches::real_rows);
+    rows.truncate(parsed("GRID_ROWS", &rows.len().to_string())[0]);
+    let count = rows.len();
+    let schemes: Vec<SchemeKind> = parsed("GRID_SCHEMES", "iid,wor,independent");
+    let ks: Vec<usize> = parsed("GRID_K", "100,1000,151936");
+    let ns: Vec<usize> = parsed("GRID_N", "4");
+    let budgets = list("GRID_BUDGETS_MS", "0,0.5,1,2,5,none");
+    println!("{count} real rows, V = {}", rows[0].0.len());
+    println!("\n| scheme | k | n | budget ms | ms per solve | mean gap | max gap | converged |");
+    println!("|---|---|---|---|---|---|---|---|");
+    // One solver per budget for every solve: it keeps its memory.
+    let solvers: Vec<ConvexSolver> = (budgets.iter())
+        .map(|b| ConvexSolver::default().with_time_limit(time_limit(b)))
+        .collect();
+    for &scheme in &schemes {
+        for &k in &ks {
+            for &n in &ns {
+                let problems: Vec<Problem> = (rows.iter())
+                    .map(|(p, q)| problem(p, q, scheme, k, n))
+                    .collect();
+                let alpha_star: Vec<Option<f64>> = (problems.iter())
+                    .map(|problem| match scheme {
+                        SchemeKind::Independent => None,
+                        _ => Some(optimal_acceptance(problem).unwrap().alpha_star),
+                    })
+                    .collect();
+                for (budget, solver) in budgets.iter().zip(&solvers) {
+                    let (mut time, mut gaps, mut converged) = (Duration::ZERO, Vec::new(), 0);
+                    for (problem, alpha_star) in problems.iter().zip(&alpha_star) {
+                        let start = Instant::now();
+                        let solution = solver.solve(problem);
+                        time += start.elapsed();
+                        let Ok(solution) = solution else { continue };
+                        let summary = solution.summary;
+                        let reference = alpha_star.unwrap_or(summary.alpha_star);
+                        gaps.push((reference - summary.acceptance).max(0.0));
+                        converged += usize::from(summary.status != Status::TimeLimit);
+                    }
+                    let mean = gaps.iter().sum::<f64>() / gaps.len().max(1) as f64;
+                    let worst = gaps.iter().fold(0.0f64, |a, &b| a.max(b));
+                    println!(
+                        "| {scheme} | {k} | {n} | {budget} | {:.2} | {mean:.1e} | {worst:.1e} \
+                         | {converged}/{count} |",
+                        ms(time, count)
+                    );
+                }
+            }
+        }
+    }
+
+    println!("\nThe full solve against the closed form, alternately row by row:\n");
+    println!("| scheme | k | n | baseline | baseline ms | full solve ms | ratio |");
+    println!("|---|---|---|---|---|---|---|");
+    let solver = ConvexSolver::default();
+    for &scheme in &schemes {
+        for &k in &ks {
+            for &n in &ns {
+                let (mut baseline, mut full) = (Duration::ZERO, Duration::ZERO);
+                for (p, q) in &rows {
+                    let problem = problem(p, q, scheme, k, n);
+                    let start = Instant::now();
+                    match scheme {
+                        SchemeKind::Independent => {
+                            let iid = self::problem(p, q, SchemeKind::Iid, k, n);
+                            std::hint::black_box(solver.solve(&iid).unwrap());
+                        }
+                        _ => {
+                            std::hint::black_box(optimal_acceptance(&problem).unwrap());
+                        }
+                    }
+                    baseline += start.elapsed();
+                    let start = Instant::now();
+                    std::hint::black_box(solver.solve(&problem).ok());
+                    full += start.elapsed();
+                }
+                let name = match scheme {
+                    SchemeKind::Independent => "iid solve",
+                    _ => "closed form",
+                };
+                println!(
+                    "| {scheme} | {k} | {n} | {name} | {:.2} | {:.2} | {:.1}x |",
+                    ms(baseline, count),
+                    ms(full, count),
+                    full.as_secs_f64() / baseline.as_secs_f64()
+                );
+            }
+        }
+    }
+}
