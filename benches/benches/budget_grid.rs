@@ -3,7 +3,8 @@
 //! each scheme the convex solver covers (independent drafts: the draft at
 //! two temperatures, 0.7 and 1.3, taken in turn) and each time budget per
 //! solve (`Budget::time_limit`; "none" runs to the default gap): the mean
-//! milliseconds per solve, the mean and largest gap alpha* - acceptance
+//! milliseconds per solve, the mean acceptance reached (the selected
+//! token's, Σ min(p, r)), the mean and largest gap alpha* - acceptance
 //! (certified: for i.i.d. and without replacement against the closed
 //! form, for independent drafts against the upper end of the solver's
 //! interval), and how many solves converged before their budget ran out.
@@ -20,12 +21,10 @@
 
 use std::time::{Duration, Instant};
 
+use mdsd_benches::grid_problem;
 use mdsd_bounds::optimal_acceptance;
 use mdsd_convex::ConvexSolver;
-use mdsd_core::{Distribution, DraftScheme, Problem, SchemeKind, Solve, Status};
-
-/// The two temperatures of the independent drafts' laws.
-const TEMPERATURES: [f64; 2] = [0.7, 1.3];
+use mdsd_core::{Problem, SchemeKind, Solve, Status};
 
 fn list(name: &str, default: &str) -> Vec<String> {
     (std::env::var(name).unwrap_or_else(|_| default.into()))
@@ -38,20 +37,6 @@ fn parsed<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
     (list(name, default).iter())
         .map(|x| x.parse().unwrap_or_else(|_| panic!("{name}: {x}")))
         .collect()
-}
-
-/// The problem of `n` drafts of `scheme` from `q`'s top `k` tokens.
-fn problem(p: &Distribution, q: &Distribution, scheme: SchemeKind, k: usize, n: usize) -> Problem {
-    let drafts = match scheme {
-        SchemeKind::Independent => {
-            let laws: Vec<Distribution> = (TEMPERATURES.iter())
-                .map(|&t| q.with_temperature(t).and_then(|q| q.top_k(k)).unwrap())
-                .collect();
-            DraftScheme::independent_cycled(&laws, n)
-        }
-        _ => DraftScheme::new(scheme, vec![q.top_k(k).unwrap()], n),
-    };
-    Problem::new(p.clone(), drafts.unwrap()).unwrap()
 }
 
 /// A budget's name ("none" or milliseconds) as a time limit.
@@ -72,8 +57,11 @@ fn main() {
     let ns: Vec<usize> = parsed("GRID_N", "4");
     let budgets = list("GRID_BUDGETS_MS", "0,0.5,1,2,5,none");
     println!("{count} real rows, V = {}", rows[0].0.len());
-    println!("\n| scheme | k | n | budget ms | ms per solve | mean gap | max gap | converged |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "\n| scheme | k | n | budget ms | ms per solve | mean acceptance | mean gap | max gap \
+         | converged |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     // One solver per budget for every solve: it keeps its memory.
     let solvers: Vec<ConvexSolver> = (budgets.iter())
         .map(|b| ConvexSolver::default().with_time_limit(time_limit(b)))
@@ -82,7 +70,7 @@ fn main() {
         for &k in &ks {
             for &n in &ns {
                 let problems: Vec<Problem> = (rows.iter())
-                    .map(|(p, q)| problem(p, q, scheme, k, n))
+                    .map(|(p, q)| grid_problem(p, q, scheme, k, n))
                     .collect();
                 let alpha_star: Vec<Option<f64>> = (problems.iter())
                     .map(|problem| match scheme {
@@ -92,6 +80,7 @@ fn main() {
                     .collect();
                 for (budget, solver) in budgets.iter().zip(&solvers) {
                     let (mut time, mut gaps, mut converged) = (Duration::ZERO, Vec::new(), 0);
+                    let mut accepted = 0.0;
                     for (problem, alpha_star) in problems.iter().zip(&alpha_star) {
                         let start = Instant::now();
                         let solution = solver.solve(problem);
@@ -100,14 +89,17 @@ fn main() {
                         let summary = solution.summary;
                         let reference = alpha_star.unwrap_or(summary.alpha_star);
                         gaps.push((reference - summary.acceptance).max(0.0));
+                        accepted += summary.acceptance;
                         converged += usize::from(summary.status != Status::TimeLimit);
                     }
-                    let mean = gaps.iter().sum::<f64>() / gaps.len().max(1) as f64;
+                    let solved = gaps.len().max(1) as f64;
+                    let mean = gaps.iter().sum::<f64>() / solved;
                     let worst = gaps.iter().fold(0.0f64, |a, &b| a.max(b));
                     println!(
-                        "| {scheme} | {k} | {n} | {budget} | {:.2} | {mean:.1e} | {worst:.1e} \
-                         | {converged}/{count} |",
-                        ms(time, count)
+                        "| {scheme} | {k} | {n} | {budget} | {:.2} | {:.4} | {mean:.1e} \
+                         | {worst:.1e} | {converged}/{count} |",
+                        ms(time, count),
+                        accepted / solved
                     );
                 }
             }
@@ -123,11 +115,11 @@ fn main() {
             for &n in &ns {
                 let (mut baseline, mut full) = (Duration::ZERO, Duration::ZERO);
                 for (p, q) in &rows {
-                    let problem = problem(p, q, scheme, k, n);
+                    let problem = grid_problem(p, q, scheme, k, n);
                     let start = Instant::now();
                     match scheme {
                         SchemeKind::Independent => {
-                            let iid = self::problem(p, q, SchemeKind::Iid, k, n);
+                            let iid = grid_problem(p, q, SchemeKind::Iid, k, n);
                             std::hint::black_box(solver.solve(&iid).unwrap());
                         }
                         _ => {

@@ -16,12 +16,10 @@
 
 use std::time::{Duration, Instant};
 
+use mdsd_benches::grid_problem;
 use mdsd_bounds::optimal_acceptance;
 use mdsd_convex::ConvexSolver;
-use mdsd_core::{Distribution, DraftScheme, Problem, SchemeKind, Solve};
-
-/// The two temperatures of the independent drafts' laws.
-const TEMPERATURES: [f64; 2] = [0.7, 1.3];
+use mdsd_core::{SchemeKind, Solve};
 
 fn list<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
     (std::env::var(name)
@@ -29,20 +27,6 @@ fn list<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
         .split(','))
     .map(|x| x.trim().parse().unwrap_or_else(|_| panic!("{name}: {x}")))
     .collect()
-}
-
-/// The problem of `n` drafts of `scheme` from `q`'s top `k` tokens.
-fn problem(p: &Distribution, q: &Distribution, scheme: SchemeKind, k: usize, n: usize) -> Problem {
-    let drafts = match scheme {
-        SchemeKind::Independent => {
-            let laws: Vec<Distribution> = (TEMPERATURES.iter())
-                .map(|&t| q.with_temperature(t).and_then(|q| q.top_k(k)).unwrap())
-                .collect();
-            DraftScheme::independent_cycled(&laws, n)
-        }
-        _ => DraftScheme::new(scheme, vec![q.top_k(k).unwrap()], n),
-    };
-    Problem::new(p.clone(), drafts.unwrap()).unwrap()
 }
 
 fn main() {
@@ -62,7 +46,7 @@ fn main() {
                 let (mut time, mut solved, mut worst, mut iterations) =
                     (Duration::ZERO, 0, 0.0f64, 0);
                 for (p, q) in &rows {
-                    let problem = problem(p, q, scheme, k, n);
+                    let problem = grid_problem(p, q, scheme, k, n);
                     let start = Instant::now();
                     let solution = solver.solve(&problem);
                     time += start.elapsed();

@@ -70,6 +70,34 @@ fn row(row: ndarray::ArrayView1<f32>) -> Distribution {
         .expect("valid row")
 }
 
+/// The two temperatures of the grids' independent drafts' laws.
+pub const INDEPENDENT_TEMPERATURES: [f64; 2] = [0.7, 1.3];
+
+/// The grids' problem of a real row: `n` drafts of `scheme` from `q`'s top
+/// `k` tokens; independent drafts from `q` at the two
+/// [`INDEPENDENT_TEMPERATURES`], taken in turn.
+///
+/// # Panics
+/// If `k` or `n` is out of range for the row.
+pub fn grid_problem(
+    p: &Distribution,
+    q: &Distribution,
+    scheme: SchemeKind,
+    k: usize,
+    n: usize,
+) -> Problem {
+    let drafts = match scheme {
+        SchemeKind::Independent => {
+            let laws: Vec<Distribution> = (INDEPENDENT_TEMPERATURES.iter())
+                .map(|&t| q.with_temperature(t).and_then(|q| q.top_k(k)).unwrap())
+                .collect();
+            DraftScheme::independent_cycled(&laws, n)
+        }
+        _ => DraftScheme::new(scheme, vec![q.top_k(k).unwrap()], n),
+    };
+    Problem::new(p.clone(), drafts.unwrap()).unwrap()
+}
+
 /// A fixed, generic iid instance of vocabulary `v` with `n` drafts: p and q
 /// with distinct, uneven entries (no ties in p/q to help any method).
 pub fn iid_instance(v: usize, n: usize) -> Problem {

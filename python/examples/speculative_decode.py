@@ -94,6 +94,10 @@ def main():
               f"{ms['draft']:>10.2f}{ms['target']:>10.2f}{ms['verifier']:>10.2f}{share:>7.1%}")
         if tokenizer is not None:
             print("   ", repr(tokenizer.decode(run["tokens"])))
+    if args.budget_ms is not None:
+        print("optimal-convex under --budget-ms: its predicted column is the selected token's "
+              "acceptance, a lower bound (a rejected selection's residual draw may land on "
+              "another draft)")
 
 
 if __name__ == "__main__":

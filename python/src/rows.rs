@@ -429,3 +429,17 @@ pub(crate) fn check_fits<T>(count: usize, what: &str) -> PyResult<()> {
         ))
     })
 }
+
+/// Row `b` of a `[B, n]` array of draft token ids into `ids` (cleared
+/// first), refusing a negative id by its row.
+pub(crate) fn draft_ids(
+    row: numpy::ndarray::ArrayView1<'_, i64>,
+    b: usize,
+    ids: &mut Vec<usize>,
+) -> Result<(), String> {
+    ids.clear();
+    for &t in row {
+        ids.push(usize::try_from(t).map_err(|_| format!("row {b}: draft token {t} is negative"))?);
+    }
+    Ok(())
+}

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use crate::errors::{MdsdError, guarded};
 use crate::interrupt::interruptible;
-use crate::rows::{Settings, check_fits, per_row, request};
+use crate::rows::{Settings, check_fits, draft_ids, per_row, request};
 use crate::verifier::VerifierParams;
 
 /// The optimal verifier prepared for each row of `[B, V]` rows.
@@ -122,15 +122,11 @@ impl PyOptimalRules {
         check_fits::<usize>(drafts.len(), "drafts")?;
         let rows = (drafts.rows().into_iter().enumerate())
             .map(|(b, row)| {
-                row.iter()
-                    .map(|&t| {
-                        usize::try_from(t).map_err(|_| {
-                            MdsdError::new_err(format!("row {b}: draft token {t} is negative"))
-                        })
-                    })
-                    .collect::<PyResult<Vec<usize>>>()
+                let mut ids = Vec::with_capacity(self.n);
+                draft_ids(row, b, &mut ids).map(|()| ids)
             })
-            .collect::<PyResult<Vec<Vec<usize>>>>()?;
+            .collect::<Result<Vec<Vec<usize>>, String>>()
+            .map_err(MdsdError::new_err)?;
         let seed = seed.unwrap_or_else(rand::random);
         let tokens =
             py.detach(|| guarded(|| (self.rules.sample(&rows, seed)).map_err(|e| e.to_string())))?;

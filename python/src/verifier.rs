@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::errors::{MdsdError, guarded};
 use crate::interrupt::interruptible;
-use crate::rows::{Settings, check_fits, one_problem, request};
+use crate::rows::{Settings, check_fits, draft_ids, one_problem, request};
 
 /// What a verifier may be prepared with, by the names `solve` uses (unset
 /// ones take the defaults).
@@ -153,13 +153,7 @@ impl PyVerifier {
                 .into_par_iter()
                 .map_init(Vec::new, |ids, b| {
                     progress.check_stop().map_err(|e| e.to_string())?;
-                    ids.clear();
-                    for &t in drafts.row(b) {
-                        ids.push(
-                            usize::try_from(t)
-                                .map_err(|_| format!("row {b}: draft token {t} is negative"))?,
-                        );
-                    }
+                    draft_ids(drafts.row(b), b, ids)?;
                     let mut rng = ChaCha8Rng::seed_from_u64(seed);
                     rng.set_stream(b as u64);
                     (self.verifier.sample(ids, &mut rng))
