@@ -4,7 +4,9 @@
 //! two temperatures, 0.7 and 1.3, taken in turn) and each time budget per
 //! solve (`Budget::time_limit`; "none" runs to the default gap): the mean
 //! milliseconds per solve, the mean acceptance reached (the selected
-//! token's, Σ min(p, r)), the mean and largest gap alpha* - acceptance
+//! token's, Σ min(p, r), which the solution reports, and P(output among
+//! the drafts) by sampling the rule, `GRID_DRAWS` draws a row, the mean's
+//! 99% half-width beside it), the mean and largest gap alpha* - acceptance
 //! (certified: for i.i.d. and without replacement against the closed
 //! form, for independent drafts against the upper end of the solver's
 //! interval), and how many solves converged before their budget ran out.
@@ -15,7 +17,8 @@
 //!
 //! One solve per row and cell is the measurement. Uses the 64 rows of
 //! `../shared/data` when present, else the repository's 8. Narrow it with
-//! `GRID_SCHEMES=iid GRID_K=100 GRID_N=4 GRID_ROWS=8 GRID_BUDGETS_MS=0,1,none`.
+//! `GRID_SCHEMES=iid GRID_K=100 GRID_N=4 GRID_ROWS=8 GRID_BUDGETS_MS=0,1,none
+//! GRID_DRAWS=20000`.
 //!
 //! `cargo bench -p mdsd-benches --bench budget_grid`
 
@@ -25,6 +28,7 @@ use mdsd_benches::grid_problem;
 use mdsd_bounds::optimal_acceptance;
 use mdsd_convex::ConvexSolver;
 use mdsd_core::{Problem, SchemeKind, Solve, Status};
+use mdsd_verify::{OptimalConvex, Z_99};
 
 fn list(name: &str, default: &str) -> Vec<String> {
     (std::env::var(name).unwrap_or_else(|_| default.into()))
@@ -58,10 +62,11 @@ fn main() {
     let budgets = list("GRID_BUDGETS_MS", "0,0.5,1,2,5,none");
     println!("{count} real rows, V = {}", rows[0].0.len());
     println!(
-        "\n| scheme | k | n | budget ms | ms per solve | mean acceptance | mean gap | max gap \
-         | converged |"
+        "\n| scheme | k | n | budget ms | ms per solve | mean acceptance | sampled \
+         | mean gap | max gap | converged |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let draws: u64 = parsed("GRID_DRAWS", "20000")[0];
     // One solver per budget for every solve: it keeps its memory.
     let solvers: Vec<ConvexSolver> = (budgets.iter())
         .map(|b| ConvexSolver::default().with_time_limit(time_limit(b)))
@@ -80,13 +85,17 @@ fn main() {
                     .collect();
                 for (budget, solver) in budgets.iter().zip(&solvers) {
                     let (mut time, mut gaps, mut converged) = (Duration::ZERO, Vec::new(), 0);
-                    let mut accepted = 0.0;
+                    let (mut accepted, mut sampled) = (0.0, Vec::new());
                     for (problem, alpha_star) in problems.iter().zip(&alpha_star) {
                         let start = Instant::now();
                         let solution = solver.solve(problem);
                         time += start.elapsed();
                         let Ok(solution) = solution else { continue };
-                        let summary = solution.summary;
+                        let summary = solution.summary.clone();
+                        let verifier = OptimalConvex::from_solution(problem, solution);
+                        let seed = sampled.len() as u64;
+                        let report = mdsd_verify::sampled(problem, &verifier, draws, seed).unwrap();
+                        sampled.push(report.acceptance);
                         let reference = alpha_star.unwrap_or(summary.alpha_star);
                         gaps.push((reference - summary.acceptance).max(0.0));
                         accepted += summary.acceptance;
@@ -94,10 +103,17 @@ fn main() {
                     }
                     let solved = gaps.len().max(1) as f64;
                     let mean = gaps.iter().sum::<f64>() / solved;
+                    // The rows' sampled acceptances: their mean and its 99%
+                    // half-width (each row's binomial variance, averaged).
+                    let sampled_mean = sampled.iter().sum::<f64>() / solved;
+                    let variance: f64 = sampled.iter().map(|a| a * (1.0 - a)).sum::<f64>()
+                        / (draws as f64 * solved * solved);
+                    let half_width = Z_99 * variance.sqrt();
                     let worst = gaps.iter().fold(0.0f64, |a, &b| a.max(b));
                     println!(
-                        "| {scheme} | {k} | {n} | {budget} | {:.2} | {:.4} | {mean:.1e} \
-                         | {worst:.1e} | {converged}/{count} |",
+                        "| {scheme} | {k} | {n} | {budget} | {:.2} | {:.4} \
+                         | {sampled_mean:.4} ± {half_width:.4} | {mean:.1e} | {worst:.1e} \
+                         | {converged}/{count} |",
                         ms(time, count),
                         accepted / solved
                     );

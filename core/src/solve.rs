@@ -51,6 +51,10 @@ pub struct Summary {
     pub alpha_star: f64,
     /// The acceptance of the verifier the solution describes: alpha* for
     /// the exact methods, within the tolerance of it for iterative ones.
+    /// For the convex solver's selection rule it is the selected token's,
+    /// Σ min(p, r): P(output among the drafts) at the optimum, a lower
+    /// bound of it short of the optimum (a rejected selection's residual
+    /// draw may land on another draft).
     pub acceptance: f64,
     /// H*, ascending token ids, with `alpha* = p(H*) + 1 - Q(all drafts in
     /// H*)`; empty when [`Status::CertificateUnverified`].

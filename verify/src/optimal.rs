@@ -32,17 +32,22 @@ pub struct OptimalConvex {
 
 impl OptimalConvex {
     pub fn new(problem: &Problem, solver: &ConvexSolver) -> Result<Self, VerifyError> {
-        let solution = solver.solve(problem)?;
+        Ok(Self::from_solution(problem, solver.solve(problem)?))
+    }
+
+    /// The verifier of a solution the caller already has (of `problem`,
+    /// by a [`ConvexSolver`]).
+    pub fn from_solution(problem: &Problem, solution: ConvexSolution) -> Self {
         let p = problem.target().probs().to_vec();
         let verification = Verification::new(p, solution.rule.selected_law());
         let drafts = problem.drafts();
-        Ok(Self {
+        Self {
             laws: (0..drafts.n())
                 .map(|i| draft_law(drafts, i).to_vec())
                 .collect(),
             solution,
             verification,
-        })
+        }
     }
 
     /// The solved selection rule and r.
