@@ -14,6 +14,7 @@ A Qwen2.5 0.5B / 1.5B pair (the draft and target of the shared data)::
 """
 
 import copy
+import inspect
 
 try:
     import torch
@@ -124,7 +125,9 @@ def _shared_cache(model, tokens, device, kept):
         cache, start = None, 0
     if start < len(tokens):
         ids = torch.tensor([tokens[start:]], dtype=torch.long, device=device)
-        cache = model(input_ids=ids, past_key_values=cache, use_cache=True).past_key_values
+        keyword = _cache_keyword(model)
+        output = model(input_ids=ids, use_cache=True, **{keyword: cache})
+        cache = getattr(output, keyword)
     kept["tokens"], kept["cache"] = tokens, copy.deepcopy(cache)
     return cache
 
@@ -135,5 +138,13 @@ def _logits_after_shared(model, prefixes, shared, device, kept):
     ids, tail_mask, lengths = _right_padded([p[shared:] for p in prefixes], device)
     mask = torch.cat([torch.ones((len(prefixes), shared), dtype=torch.long, device=device),
                       tail_mask], dim=1)
-    logits = model(input_ids=ids, attention_mask=mask, past_key_values=cache).logits
+    logits = model(input_ids=ids, attention_mask=mask, **{_cache_keyword(model): cache}).logits
     return logits[torch.arange(len(prefixes), device=device), lengths - 1]
+
+
+def _cache_keyword(model):
+    """The name a model's forward and its output give the key-value cache:
+    ``cache`` from transformers 5 on (``past_key_values`` is deprecated
+    there), ``past_key_values`` before."""
+    parameters = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
