@@ -84,12 +84,15 @@ def main():
                                       **params)
         # The steps' acceptances are Bernoulli draws: the 99% half-width of
         # their mean, for reading the two columns against each other.
+        # A verifier rated only by sampling has no prediction: "-".
         accept = run["predicted_tokens_per_target_call"] - 1
-        half = 2.576 * np.sqrt(max(accept * (1 - accept), 0) / run["steps"])
+        predicted = "-"
+        if not np.isnan(accept):
+            half = 2.576 * np.sqrt(max(accept * (1 - accept), 0) / run["steps"])
+            predicted = f"{accept + 1:.3f}±{half:.2f}"
         ms = run["step_ms"]
         share = ms["verifier"] / sum(ms.values())
-        print(f"{verifier:<16}{run['tokens_per_target_call']:>12.3f}"
-              f"{run['predicted_tokens_per_target_call']:>8.3f}±{half:.2f}"
+        print(f"{verifier:<16}{run['tokens_per_target_call']:>12.3f}{predicted:>13}"
               f"{1 + run['alpha_star']:>11.3f}{run['steps']:>7}"
               f"{ms['draft']:>10.2f}{ms['target']:>10.2f}{ms['verifier']:>10.2f}{share:>7.1%}")
         if tokenizer is not None:
