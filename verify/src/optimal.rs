@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use mdsd_convex::{ConvexSolution, ConvexSolver};
-use mdsd_core::{Plan, Problem, Progress, Solve, token_set};
+use mdsd_core::{DraftScheme, Plan, Problem, Progress, Solve, token_set};
 use mdsd_flow::FlowSolver;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -26,8 +26,10 @@ pub struct OptimalConvex {
     solution: ConvexSolution,
     /// p, r on the vocabulary, and the residual.
     verification: Verification,
-    /// The law of each draft position (to reject impossible drafts).
-    laws: Vec<Vec<f64>>,
+    /// The draft scheme, whose laws reject impossible drafts: one law
+    /// for every position of i.i.d. drafts and drafts without replacement,
+    /// held once.
+    drafts: DraftScheme,
 }
 
 impl OptimalConvex {
@@ -40,11 +42,8 @@ impl OptimalConvex {
     pub fn from_solution(problem: &Problem, solution: ConvexSolution) -> Self {
         let p = problem.target().probs().to_vec();
         let verification = Verification::new(p, solution.rule.selected_law());
-        let drafts = problem.drafts();
         Self {
-            laws: (0..drafts.n())
-                .map(|i| draft_law(drafts, i).to_vec())
-                .collect(),
+            drafts: problem.drafts().clone(),
             solution,
             verification,
         }
@@ -58,8 +57,9 @@ impl OptimalConvex {
 
 impl Selecting for OptimalConvex {
     fn selection(&self, drafts: &[usize]) -> Result<Vec<(usize, f64)>, VerifyError> {
-        check_drafts(drafts, self.laws.len(), self.verification.p.len())?;
-        if drafts.iter().zip(&self.laws).any(|(&x, q)| q[x] <= 0.0) {
+        check_drafts(drafts, self.drafts.n(), self.verification.p.len())?;
+        let impossible = |(i, &x): (usize, &usize)| draft_law(&self.drafts, i)[x] <= 0.0;
+        if drafts.iter().enumerate().any(impossible) {
             return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
         }
         Ok(self.solution.rule.selection(drafts))
@@ -192,5 +192,36 @@ impl Verifier for OptimalFlow {
             .enumerate()
             .filter(|&(_, w)| w > 0.0)
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mdsd_core::{Distribution, DraftScheme, Problem};
+
+    use super::OptimalConvex;
+    use crate::{Verifier, VerifyError};
+
+    /// A draft of probability 0 at its own position is refused, by the
+    /// law of that position: each draft's own for independent drafts, q
+    /// at every position otherwise.
+    #[test]
+    fn drafts_of_probability_zero_are_refused_by_their_position() {
+        let law = |x: &[f64]| Distribution::from_probs(x.to_vec()).unwrap();
+        let p = law(&[0.3, 0.3, 0.4]);
+        let (q1, q2) = (law(&[0.5, 0.5, 0.0]), law(&[0.0, 0.5, 0.5]));
+        let independent = DraftScheme::independent(vec![q1.clone(), q2]).unwrap();
+        let iid = DraftScheme::iid(q1, 2).unwrap();
+        let solver = Default::default();
+        for (drafts, possible, impossible) in [(independent, [0, 2], [2, 0]), (iid, [0, 1], [1, 2])]
+        {
+            let problem = Problem::new(p.clone(), drafts).unwrap();
+            let verifier = OptimalConvex::new(&problem, &solver).unwrap();
+            assert!(verifier.conditional(&possible).is_ok());
+            assert!(matches!(
+                verifier.conditional(&impossible),
+                Err(VerifyError::ImpossibleDrafts(_))
+            ));
+        }
     }
 }
