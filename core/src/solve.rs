@@ -83,9 +83,7 @@ impl Summary {
             elapsed,
         }
     }
-}
 
-impl Summary {
     /// alpha* - acceptance: how far the solution's verifier is from the
     /// optimum (0 for the exact methods; for independent drafts, whose
     /// `alpha_star` is the upper end of a certified interval, a bound).

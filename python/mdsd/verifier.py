@@ -148,7 +148,7 @@ class OptimalRules:
 
     def sample(self, drafts: Any, seed: Optional[int] = None) -> np.ndarray:
         """One output token per row of ``drafts`` (integer ``[B, n]``)."""
-        return self._native.sample(np.ascontiguousarray(_token_ids(drafts)), seed_of(seed))
+        return self._native.sample(_token_ids(drafts), seed_of(seed))
 
     def __repr__(self) -> str:
         return (f"OptimalRules(rows={len(self)}, scheme={self._scheme!r}, n={self._n}, "

@@ -6,7 +6,7 @@ use mdsd::core::Summary;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
-use crate::errors::{MdsdError, guarded};
+use crate::errors::MdsdError;
 use crate::interrupt::interruptible;
 use crate::rows::{Settings, check_fits, draft_ids, per_row, request};
 use crate::verifier::VerifierParams;
@@ -102,8 +102,8 @@ impl PyOptimalRules {
     }
 
     /// One output token per row of `drafts` (`[B, n]` token ids), on
-    /// rayon's pool with the GIL released; row b draws from stream b of
-    /// the seed.
+    /// rayon's pool with the GIL released and Ctrl-C watched; row b draws
+    /// from stream b of the seed.
     #[pyo3(signature = (drafts, seed=None))]
     fn sample<'py>(
         &self,
@@ -128,8 +128,9 @@ impl PyOptimalRules {
             .collect::<Result<Vec<Vec<usize>>, String>>()
             .map_err(MdsdError::new_err)?;
         let seed = seed.unwrap_or_else(rand::random);
-        let tokens =
-            py.detach(|| guarded(|| (self.rules.sample(&rows, seed)).map_err(|e| e.to_string())))?;
+        let tokens = interruptible(py, drafts.len(), |progress| {
+            (self.rules.sample(&rows, seed, progress)).map_err(|e| e.to_string())
+        })?;
         let tokens: Vec<i64> = tokens.into_iter().map(|t| t as i64).collect();
         Ok(tokens.into_pyarray(py))
     }

@@ -92,6 +92,10 @@ def test_batches_give_the_rows_single_results(scheme):
         # Row b draws from stream b of the seed, as sample_batch's row b.
         assert tokens[b] == single.sample_batch(drafts, seed=5)[b]
     np.testing.assert_allclose(rules.gap, rules.alpha_star - rules.acceptance, atol=1e-15)
+    # A broadcast view of drafts is read as the array it stands for.
+    repeated = np.broadcast_to(drafts[:1], drafts.shape)
+    np.testing.assert_array_equal(rules.sample(repeated, seed=5),
+                                  rules.sample(np.array(repeated), seed=5))
     # The same rows as float32 logits give the same batch as their laws.
     logits = mdsd.optimal_rules(np.log(p).astype(np.float32), np.log(q).astype(np.float32), n,
                                 scheme, logits=True)

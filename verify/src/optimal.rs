@@ -111,11 +111,13 @@ impl OptimalRules {
 
     /// One output token per row: row b verifies `drafts[b]` with its rule,
     /// drawing from stream b of `seed`, so that a seed gives the same
-    /// tokens whatever the pool's size.
+    /// tokens whatever the pool's size; the caller is asked between rows
+    /// whether to stop.
     pub fn sample<D: AsRef<[usize]> + Sync>(
         &self,
         drafts: &[D],
         seed: u64,
+        progress: &dyn Progress,
     ) -> Result<Vec<usize>, VerifyError> {
         if drafts.len() != self.rules.len() {
             return Err(VerifyError::BatchRows {
@@ -125,6 +127,7 @@ impl OptimalRules {
         }
         (self.rules.par_iter().zip(drafts).enumerate())
             .map(|(row, (rule, drafts))| {
+                progress.check_stop()?;
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 rng.set_stream(row as u64);
                 (rule.sample(drafts.as_ref(), &mut rng)).map_err(|e| e.at_row(row))

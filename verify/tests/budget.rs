@@ -130,10 +130,12 @@ fn batches_give_the_rows_single_results() {
         })
         .collect();
     let seed = 17;
-    let tokens = batch.sample(&drafts, seed).unwrap();
+    let tokens = batch.sample(&drafts, seed, &|_| {}).unwrap();
     assert_eq!(
         tokens,
-        one_thread.install(|| serial.sample(&drafts, seed)).unwrap()
+        one_thread
+            .install(|| serial.sample(&drafts, seed, &|_| {}))
+            .unwrap()
     );
     for (b, problem) in problems.iter().enumerate() {
         let single = OptimalConvex::new(problem, &solver).unwrap();
@@ -153,7 +155,7 @@ fn batches_give_the_rows_single_results() {
             "row {b}"
         );
     }
-    let short = batch.sample(&drafts[..2], seed);
+    let short = batch.sample(&drafts[..2], seed, &|_| {});
     assert!(matches!(
         short,
         Err(mdsd_verify::VerifyError::BatchRows {
