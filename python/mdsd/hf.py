@@ -18,9 +18,11 @@ import inspect
 
 try:
     import torch
-except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError("mdsd.hf needs torch and transformers: pip install torch transformers") \
-        from error
+except ImportError:  # pragma: no cover - depends on the environment
+    # Raised while handling the first, which Python keeps as its context.
+    # No `except ... as name`: mypy would take the name for a module
+    # attribute that the module never has at run time.
+    raise ImportError("mdsd.hf needs torch and transformers: pip install torch transformers")
 
 
 def causal_lm_fn(model, *, temperature=1.0, top_k=None, top_p=None, batch_size=32,

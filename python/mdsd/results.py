@@ -376,17 +376,19 @@ class FirstTokenAudit(_Result):
     """What ``audit_first_tokens`` found in a log of engine steps:
     ``lossless`` (True, False, or None when the test has no power),
     ``reason``, ``steps``, ``tokens`` audited (one a step, or every emitted
-    token), ``bins`` of the probability integral transform,
-    ``p_value`` and ``statistic`` (chi-square of the bins against uniform),
-    ``level``, ``detectable_tv`` (the smallest total variation of the binned
-    transform detected with 99% power)."""
+    token), ``bins`` of the probability integral transform, ``p_value``
+    (the smaller of ``p_values`` times their number: Bonferroni),
+    ``p_values`` (chi-square of the bins against uniform, one per order of
+    the vocabulary: ``"token_id"``, ``"probability"``), ``level``,
+    ``detectable_tv`` (the smallest total variation of a binned transform
+    detected with 99% power)."""
 
     lossless: Optional[bool]
     steps: int
     tokens: int
     bins: int
     p_value: float
-    statistic: float
+    p_values: Dict[str, float]
     detectable_tv: float
     level: float
     reason: Optional[str]
@@ -398,6 +400,8 @@ class FirstTokenAudit(_Result):
             lines.append(f"why               {self.reason}")
         lines += [f"steps             {self.steps} ({self.tokens} tokens audited, "
                   f"{self.bins} bins)",
-                  f"chi2 p-value      {self.p_value:.3e} (level {self.level})",
+                  f"chi2 p-value      {self.p_value:.3e} (level {self.level}; "
+                  + ", ".join(f"{order} order {p:.3e}" for order, p in self.p_values.items())
+                  + ")",
                   f"detectable TV     {self.detectable_tv:.3e} (99% power)"]
         return "\n".join(lines)

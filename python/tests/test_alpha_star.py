@@ -1,6 +1,7 @@
 """mdsd.alpha_star and mdsd.certificate against a numpy reference of the
 closed form, the command line on real rows, and the errors users meet."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -146,8 +147,12 @@ def test_type_stubs_match_the_module():
     except ImportError:
         pytest.skip("mypy is not installed (pip install mypy); .ci/run installs it")
     here = ROOT / "python"
-    out = subprocess.run([sys.executable, "-m", "mypy.stubtest", "mdsd", "--mypy-config-file",
-                          str(here / "mypy.ini"), "--allowlist",
-                          str(here / "stubtest-allowlist.txt")],
-                         capture_output=True, text=True, cwd=ROOT / "python" / "tests")
+    command = [sys.executable, "-m", "mypy.stubtest", "mdsd", "--mypy-config-file",
+               str(here / "mypy.ini")]
+    # mdsd.hf is checked where torch and transformers import, and passed
+    # over where they do not (stubtest cannot import it there).
+    if not all(importlib.util.find_spec(name) for name in ("torch", "transformers")):
+        command += ["--allowlist", str(here / "stubtest-allowlist.txt")]
+    out = subprocess.run(command, capture_output=True, text=True,
+                         cwd=ROOT / "python" / "tests")
     assert out.returncode == 0, out.stdout + out.stderr
