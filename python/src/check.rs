@@ -1,11 +1,10 @@
 //! What `check_verifier`'s sampling mode takes from Rust: the scheme's
 //! draft tuples, the chi-square test with its power, the Wilson interval.
 
+use mdsd::verify::seeded_stream;
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::errors::MdsdError;
@@ -46,8 +45,7 @@ pub(crate) fn sample_drafts<'py>(
             .into_par_iter()
             .map(|i| {
                 progress.check_stop().map_err(|e| e.to_string())?;
-                let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                rng.set_stream(i);
+                let mut rng = seeded_stream(seed, i);
                 Ok(sampler.sample(&mut rng))
             })
             .collect::<Result<Vec<Vec<usize>>, String>>()

@@ -2,6 +2,7 @@
 //! sees it.
 
 use mdsd::core::Solve;
+use mdsd::verify::seeded_stream;
 use mdsd::{ConvexSolver, FlowSolver, Problem, VerifierKind};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
@@ -154,8 +155,7 @@ impl PyVerifier {
                 .map_init(Vec::new, |ids, b| {
                     progress.check_stop().map_err(|e| e.to_string())?;
                     draft_ids(drafts.row(b), b, ids)?;
-                    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                    rng.set_stream(b as u64);
+                    let mut rng = seeded_stream(seed, b as u64);
                     (self.verifier.sample(ids, &mut rng))
                         .map(|t| t as i64)
                         .map_err(|e| format!("row {b}: {e}"))
@@ -165,10 +165,14 @@ impl PyVerifier {
         Ok(tokens.into_pyarray(py))
     }
 
-    /// P(output is one of the drafts): a closed form where one exists,
-    /// else exact enumeration of the draft tuples; `None` past its limit.
+    /// P(output is one of the drafts): what the preparation computed where
+    /// it did, else a closed form where one exists, else exact enumeration
+    /// of the draft tuples; `None` past its limit.
     #[getter]
     fn acceptance(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        if let Some(acceptance) = self.verifier.known_acceptance() {
+            return Ok(Some(acceptance));
+        }
         py.detach(|| {
             guarded(|| {
                 match self

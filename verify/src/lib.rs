@@ -64,9 +64,17 @@
 /// exact law and sampler.
 macro_rules! verifier_of_shape {
     ($type:ty, $kind:expr, $shape:ident) => {
+        verifier_of_shape!($type, $kind, $shape, |_: &$type| None);
+    };
+    // `$known`: the verifier's `Verifier::known_acceptance`.
+    ($type:ty, $kind:expr, $shape:ident, $known:expr) => {
         impl $crate::Verifier for $type {
             fn name(&self) -> &str {
                 $kind.name()
+            }
+
+            fn known_acceptance(&self) -> Option<f64> {
+                ($known)(self)
             }
 
             fn conditional(
@@ -121,7 +129,7 @@ pub use registry::{Rating, VerifierKind, VerifierSettings};
 pub use rejection::{RrsWithoutReplacement, SpecInfer};
 pub use sampling::{
     GoodnessOfFit, LEVEL, POWER, SampledReport, Z_99, detectable_tv, goodness_of_fit, sampled,
-    sampled_with_progress, samples_needed, wilson_interval,
+    sampled_with_progress, samples_needed, seeded_stream, wilson_interval,
 };
 
 /// A law over output tokens: `(token, probability)` pairs, tokens distinct,
@@ -248,6 +256,14 @@ pub trait Verifier: Send + Sync {
     /// The exact law of the output token given the drafts, in the order
     /// they were drawn.
     fn conditional(&self, drafts: &[usize]) -> Result<OutputLaw, VerifyError>;
+
+    /// P(output is one of the drafts) where preparing the verifier already
+    /// computed it (a solver's figure for its rule), so that reading it
+    /// costs nothing; `None` for the others, which
+    /// [`VerifierKind::exact_acceptance`] or the harnesses rate.
+    fn known_acceptance(&self) -> Option<f64> {
+        None
+    }
 
     /// Draws the output token for the drafts with the caller's RNG. The
     /// default draws from [`Verifier::conditional`], O(V); verifiers meant for

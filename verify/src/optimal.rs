@@ -5,15 +5,13 @@
 use std::collections::HashMap;
 
 use mdsd_convex::{ConvexSolution, ConvexSolver};
-use mdsd_core::{DraftScheme, Plan, Problem, Progress, Solve, token_set};
+use mdsd_core::{DraftScheme, Plan, Problem, Progress, Solve, Status, token_set};
 use mdsd_flow::FlowSolver;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::laws::{check_drafts, draft_law};
 use crate::selecting::{Selecting, Verification};
-use crate::{OutputLaw, Verifier, VerifierKind, VerifyError};
+use crate::{OutputLaw, Verifier, VerifierKind, VerifyError, seeded_stream};
 
 /// The optimal verifier of mdsd-convex for i.i.d. drafts, drafts without
 /// replacement and drafts from different models:
@@ -70,7 +68,19 @@ impl Selecting for OptimalConvex {
     }
 }
 
-verifier_of_shape!(OptimalConvex, VerifierKind::OptimalConvex, selecting);
+// The solver's acceptance of the rule it returned: what a second solve of
+// the same problem reports. A rule stopped by a time limit has only a lower
+// bound on its acceptance, and a second solve need not stop at the same
+// iterate: none then.
+verifier_of_shape!(
+    OptimalConvex,
+    VerifierKind::OptimalConvex,
+    selecting,
+    |rule: &OptimalConvex| {
+        let summary = &rule.solution.summary;
+        (summary.status != Status::TimeLimit).then_some(summary.acceptance)
+    }
+);
 
 /// The optimal verifier of B rows at once, the shape of a decoding step
 /// (one row per sequence in flight): B selection rules prepared on
@@ -128,8 +138,7 @@ impl OptimalRules {
         (self.rules.par_iter().zip(drafts).enumerate())
             .map(|(row, (rule, drafts))| {
                 progress.check_stop()?;
-                let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                rng.set_stream(row as u64);
+                let mut rng = seeded_stream(seed, row as u64);
                 (rule.sample(drafts.as_ref(), &mut rng)).map_err(|e| e.at_row(row))
             })
             .collect()
@@ -200,10 +209,13 @@ impl Verifier for OptimalFlow {
 
 #[cfg(test)]
 mod tests {
-    use mdsd_core::{Distribution, DraftScheme, Problem};
+    use std::time::Duration;
+
+    use mdsd_convex::ConvexSolver;
+    use mdsd_core::{Distribution, DraftScheme, Problem, Status};
 
     use super::OptimalConvex;
-    use crate::{Verifier, VerifyError};
+    use crate::{Verifier, VerifierKind, VerifyError, exact};
 
     /// A draft of probability 0 at its own position is refused, by the
     /// law of that position: each draft's own for independent drafts, q
@@ -225,6 +237,37 @@ mod tests {
                 verifier.conditional(&impossible),
                 Err(VerifyError::ImpossibleDrafts(_))
             ));
+        }
+    }
+
+    /// The acceptance a prepared rule knows is the one `exact_acceptance`
+    /// solves for, and the exact enumeration of its output law within the
+    /// solver's gap; none for a rule stopped by a time limit.
+    #[test]
+    fn a_prepared_rule_knows_its_acceptance() {
+        let law = |x: &[f64]| Distribution::from_probs(x.to_vec()).unwrap();
+        let p = law(&[0.05, 0.4, 0.1, 0.3, 0.15]);
+        let q = law(&[0.3, 0.1, 0.35, 0.05, 0.2]);
+        for drafts in [
+            DraftScheme::iid(q.clone(), 3).unwrap(),
+            DraftScheme::without_replacement(q.clone(), 3).unwrap(),
+        ] {
+            let problem = Problem::new(p.clone(), drafts).unwrap();
+            let solver = ConvexSolver::default();
+            let verifier = OptimalConvex::new(&problem, &solver).unwrap();
+            let known = verifier.known_acceptance().unwrap();
+            let solved = VerifierKind::OptimalConvex
+                .exact_acceptance(&problem, &solver)
+                .unwrap()
+                .unwrap();
+            assert_eq!(known, solved);
+            let enumerated = exact(&problem, &verifier, 1 << 20).unwrap().acceptance;
+            assert!((known - enumerated).abs() <= solver.budget().max_gap + 1e-12);
+
+            let zero = ConvexSolver::default().with_time_limit(Some(Duration::ZERO));
+            let stopped = OptimalConvex::new(&problem, &zero).unwrap();
+            assert_eq!(stopped.solution().summary.status, Status::TimeLimit);
+            assert_eq!(stopped.known_acceptance(), None);
         }
     }
 }

@@ -12,6 +12,15 @@ use statrs::distribution::{ChiSquared, ContinuousCDF};
 
 use crate::{Verifier, VerifyError};
 
+/// The random source of stream `stream` of `seed`. The harnesses and the
+/// batches give each chunk or row a stream of its own, so that a seed gives
+/// the same draws whatever pool runs them and however many threads it has.
+pub fn seeded_stream(seed: u64, stream: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(stream);
+    rng
+}
+
 /// Draws per parallel task; each task has its own RNG stream of the seed.
 const CHUNK: u64 = 1 << 14;
 /// Chi-square bins need at least this many expected draws.
@@ -72,8 +81,7 @@ pub fn sampled_with_progress(
         .into_par_iter()
         .map(|chunk| {
             progress.check_stop()?;
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            rng.set_stream(chunk);
+            let mut rng = seeded_stream(seed, chunk);
             let mut counts: HashMap<usize, u64> = HashMap::new();
             let mut accepted = 0u64;
             let task = CHUNK.min(draws - chunk * CHUNK);

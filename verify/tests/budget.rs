@@ -93,9 +93,7 @@ proptest! {
 /// default pool.
 #[test]
 fn batches_give_the_rows_single_results() {
-    use mdsd_verify::{OptimalRules, Verifier};
-    use rand::SeedableRng;
-    use rand_chacha::ChaCha8Rng;
+    use mdsd_verify::{OptimalRules, Verifier, seeded_stream};
 
     let rows = mdsd_benches::real_rows();
     let n = 3;
@@ -147,8 +145,7 @@ fn batches_give_the_rows_single_results() {
                 single.solution().summary.acceptance
             );
         }
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        rng.set_stream(b as u64);
+        let mut rng = seeded_stream(seed, b as u64);
         assert_eq!(
             tokens[b],
             single.sample(&drafts[b], &mut rng).unwrap(),

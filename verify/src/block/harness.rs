@@ -6,13 +6,12 @@ use mdsd_core::{
     ContextModel, CoreError, CumulativeDistribution, DraftSampler, DraftShape, Instead, Method,
     Progress, check_depth, saturating_pow,
 };
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 use rayon::prelude::*;
 
 use super::{BlockVerifier, PerContext};
 use crate::VerifyError;
-use crate::sampling::goodness_of_fit;
+use crate::sampling::{goodness_of_fit, seeded_stream};
 
 /// What exact enumeration or sampling says about a block verifier.
 #[derive(Debug, Clone, PartialEq)]
@@ -308,8 +307,7 @@ pub fn sampled_block_with_progress(
         .into_par_iter()
         .map(|chunk| {
             progress.check_stop()?;
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            rng.set_stream(chunk);
+            let mut rng = seeded_stream(seed, chunk);
             let (mut sum, mut sum_squares) = (0.0, 0.0);
             let mut first_tokens: HashMap<usize, u64> = HashMap::new();
             let mut tau_counts = vec![0u64; depth + 1];

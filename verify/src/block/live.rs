@@ -20,13 +20,12 @@ use mdsd_core::{
     ContextModel, CoreError, Distribution, DraftSampler, DraftScheme, DraftShape, Instead, Method,
     Progress, Side,
 };
-use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::harness::{BLOCK_REFERENCES, check_output_length, check_tree_size};
 use super::{BlockReport, block_reference, exact_tree, prepare_tree_block};
 use crate::VerifyError;
-use crate::sampling::goodness_of_fit;
+use crate::sampling::{goodness_of_fit, seeded_stream};
 
 /// A model pair that gives next-token laws for batches of prefixes.
 pub trait LiveModel {
@@ -353,14 +352,8 @@ pub fn sampled_live_blocks_with(
         let blocks: Vec<u64> = (start..start + count).collect();
         let prompt_of = |b: u64| &prompts[(b % prompts.len() as u64) as usize];
         // Block b draws its paths from stream 2b and verifies with 2b + 1.
-        let mut draw: Vec<ChaCha8Rng> = blocks
-            .iter()
-            .map(|&b| {
-                let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                rng.set_stream(2 * b);
-                rng
-            })
-            .collect();
+        let mut draw: Vec<ChaCha8Rng> =
+            blocks.iter().map(|&b| seeded_stream(seed, 2 * b)).collect();
         // Laws fetched this round, by absolute prefix.
         let mut draft_laws: HashMap<Vec<usize>, Arc<Distribution>> = HashMap::new();
         // Each tree as its partial paths (one per child slot), in draw order.
@@ -446,8 +439,7 @@ pub fn sampled_live_blocks_with(
             let mut out = Vec::with_capacity(blocks.len());
             for ((&b, tree), model) in blocks.iter().zip(&trees).zip(&models) {
                 let verifier = prepare_tree_block(method, model, depth, &shape)?;
-                let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                rng.set_stream(2 * b + 1);
+                let mut rng = seeded_stream(seed, 2 * b + 1);
                 out.push(verifier.sample(tree, &mut rng)?);
                 model.check(method)?;
             }
