@@ -6,7 +6,7 @@
 use mdsd::core::{ProbabilityRow, Progress};
 use mdsd::logits::{FloatType, Values};
 use mdsd::{Distribution, DraftScheme, Problem, SchemeKind, Transform};
-use numpy::ndarray::{ArrayViewD, Axis};
+use numpy::ndarray::{ArrayView2, ArrayViewD, Axis};
 use numpy::{PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use rayon::prelude::*;
@@ -430,16 +430,20 @@ pub(crate) fn check_fits<T>(count: usize, what: &str) -> PyResult<()> {
     })
 }
 
-/// Row `b` of a `[B, n]` array of draft token ids into `ids` (cleared
-/// first), refusing a negative id by its row.
-pub(crate) fn draft_ids(
-    row: numpy::ndarray::ArrayView1<'_, i64>,
-    b: usize,
-    ids: &mut Vec<usize>,
-) -> Result<(), String> {
-    ids.clear();
-    for &t in row {
-        ids.push(usize::try_from(t).map_err(|_| format!("row {b}: draft token {t} is negative"))?);
+/// Refuses a `[B, n]` array of draft token ids holding a negative one, by
+/// its row; the rows are then read in place (`row_ids`).
+pub(crate) fn check_draft_ids(drafts: ArrayView2<'_, i64>) -> PyResult<()> {
+    for (b, row) in drafts.rows().into_iter().enumerate() {
+        if let Some(t) = row.iter().find(|&&t| t < 0) {
+            return Err(MdsdError::new_err(format!(
+                "row {b}: draft token {t} is negative"
+            )));
+        }
     }
     Ok(())
+}
+
+/// Row `b` of checked draft token ids (`check_draft_ids`) into `ids`.
+pub(crate) fn row_ids(drafts: ArrayView2<'_, i64>, b: usize, ids: &mut Vec<usize>) {
+    ids.extend(drafts.row(b).iter().map(|&t| t as usize));
 }

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use crate::errors::MdsdError;
 use crate::interrupt::interruptible;
-use crate::rows::{Settings, check_fits, draft_ids, per_row, request};
+use crate::rows::{Settings, check_draft_ids, check_fits, per_row, request, row_ids};
 use crate::verifier::VerifierParams;
 
 /// The optimal verifier prepared for each row of `[B, V]` rows.
@@ -120,16 +120,14 @@ impl PyOptimalRules {
             )));
         }
         check_fits::<usize>(drafts.len(), "drafts")?;
-        let rows = (drafts.rows().into_iter().enumerate())
-            .map(|(b, row)| {
-                let mut ids = Vec::with_capacity(self.n);
-                draft_ids(row, b, &mut ids).map(|()| ids)
-            })
-            .collect::<Result<Vec<Vec<usize>>, String>>()
-            .map_err(MdsdError::new_err)?;
+        check_draft_ids(drafts)?;
         let seed = seed.unwrap_or_else(rand::random);
         let tokens = interruptible(py, drafts.len(), |progress| {
-            (self.rules.sample(&rows, seed, progress)).map_err(|e| e.to_string())
+            let drafts_of = |b: usize, ids: &mut Vec<usize>| row_ids(drafts, b, ids);
+            (self
+                .rules
+                .sample_with(drafts.nrows(), drafts_of, seed, progress))
+            .map_err(|e| e.to_string())
         })?;
         let tokens: Vec<i64> = tokens.into_iter().map(|t| t as i64).collect();
         Ok(tokens.into_pyarray(py))

@@ -2,17 +2,16 @@
 //! sees it.
 
 use mdsd::core::Solve;
-use mdsd::verify::seeded_stream;
+use mdsd::verify::sample_rows;
 use mdsd::{ConvexSolver, FlowSolver, Problem, VerifierKind};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use rayon::prelude::*;
 
 use crate::errors::{MdsdError, guarded};
 use crate::interrupt::interruptible;
-use crate::rows::{Settings, check_fits, draft_ids, one_problem, request};
+use crate::rows::{Settings, check_draft_ids, check_fits, one_problem, request, row_ids};
 
 /// What a verifier may be prepared with, by the names `solve` uses (unset
 /// ones take the defaults).
@@ -148,20 +147,19 @@ impl PyVerifier {
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let drafts = drafts.as_array();
         check_fits::<i64>(drafts.nrows(), "the rows of drafts")?;
+        check_draft_ids(drafts)?;
         let seed = seed.unwrap_or_else(rand::random);
         let tokens = interruptible(py, drafts.len(), |progress| {
-            (0..drafts.nrows())
-                .into_par_iter()
-                .map_init(Vec::new, |ids, b| {
-                    progress.check_stop().map_err(|e| e.to_string())?;
-                    draft_ids(drafts.row(b), b, ids)?;
-                    let mut rng = seeded_stream(seed, b as u64);
-                    (self.verifier.sample(ids, &mut rng))
-                        .map(|t| t as i64)
-                        .map_err(|e| format!("row {b}: {e}"))
-                })
-                .collect::<Result<Vec<i64>, String>>()
+            sample_rows(
+                drafts.nrows(),
+                |_| self.verifier.as_ref(),
+                |b, ids| row_ids(drafts, b, ids),
+                seed,
+                progress,
+            )
+            .map_err(|e| e.to_string())
         })?;
+        let tokens: Vec<i64> = tokens.into_iter().map(|t| t as i64).collect();
         Ok(tokens.into_pyarray(py))
     }
 

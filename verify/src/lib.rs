@@ -128,8 +128,8 @@ pub use optimal::{OptimalConvex, OptimalFlow, OptimalRules};
 pub use registry::{Rating, VerifierKind, VerifierSettings};
 pub use rejection::{RrsWithoutReplacement, SpecInfer};
 pub use sampling::{
-    GoodnessOfFit, LEVEL, POWER, SampledReport, Z_99, detectable_tv, goodness_of_fit, sampled,
-    sampled_with_progress, samples_needed, seeded_stream, wilson_interval,
+    GoodnessOfFit, LEVEL, POWER, SampledReport, Z_99, detectable_tv, goodness_of_fit, sample_rows,
+    sampled, sampled_with_progress, samples_needed, seeded_stream, wilson_interval,
 };
 
 /// A law over output tokens: `(token, probability)` pairs, tokens distinct,

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::laws::{check_drafts, draft_law};
 use crate::selecting::{Selecting, Verification};
-use crate::{OutputLaw, Verifier, VerifierKind, VerifyError, seeded_stream};
+use crate::{OutputLaw, Verifier, VerifierKind, VerifyError, sample_rows};
 
 /// The optimal verifier of mdsd-convex for i.i.d. drafts, drafts without
 /// replacement and drafts from different models:
@@ -129,19 +129,29 @@ impl OptimalRules {
         seed: u64,
         progress: &dyn Progress,
     ) -> Result<Vec<usize>, VerifyError> {
-        if drafts.len() != self.rules.len() {
+        let drafts_of = |row: usize, ids: &mut Vec<usize>| {
+            ids.extend_from_slice(drafts[row].as_ref());
+        };
+        self.sample_with(drafts.len(), drafts_of, seed, progress)
+    }
+
+    /// [`Self::sample`] of `rows` rows of drafts that `drafts_of(b, ids)`
+    /// writes into an empty buffer, so that a caller reads them where they
+    /// are ([`sample_rows`]).
+    pub fn sample_with(
+        &self,
+        rows: usize,
+        drafts_of: impl Fn(usize, &mut Vec<usize>) + Sync,
+        seed: u64,
+        progress: &dyn Progress,
+    ) -> Result<Vec<usize>, VerifyError> {
+        if rows != self.rules.len() {
             return Err(VerifyError::BatchRows {
                 rules: self.rules.len(),
-                drafts: drafts.len(),
+                drafts: rows,
             });
         }
-        (self.rules.par_iter().zip(drafts).enumerate())
-            .map(|(row, (rule, drafts))| {
-                progress.check_stop()?;
-                let mut rng = seeded_stream(seed, row as u64);
-                (rule.sample(drafts.as_ref(), &mut rng)).map_err(|e| e.at_row(row))
-            })
-            .collect()
+        sample_rows(rows, |row| &self.rules[row], drafts_of, seed, progress)
     }
 }
 
