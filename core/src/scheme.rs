@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Range;
 use std::str::FromStr;
 
 use rand::Rng;
@@ -563,6 +564,27 @@ impl CumulativeDistribution {
     /// one of weight zero.
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> usize {
         self.sample_excluding(&[], rng)
+    }
+
+    /// Draws an index in `range` with probability proportional to its
+    /// weight: where indices are sequences read in base V, the sequences
+    /// that extend a prefix fill one range, so this completes the prefix
+    /// with one draw. A range of zero weight gives its first index.
+    pub fn sample_in<R: Rng + ?Sized>(&self, range: Range<usize>, rng: &mut R) -> usize {
+        let start = |i: usize| if i > 0 { self.cumulative[i - 1] } else { 0.0 };
+        let (below, top) = (start(range.start), start(range.end));
+        if top <= below {
+            return range.start;
+        }
+        let u = below + rng.random::<f64>() * (top - below);
+        // The first index whose running total exceeds u has positive weight.
+        let index = range.start + self.cumulative[range.clone()].partition_point(|&c| c <= u);
+        if index < range.end && self.weights[index] > 0.0 {
+            return index;
+        }
+        // Rounding left u at the top of the range.
+        let weights = self.weights[range.clone()].iter().copied();
+        range.start + sample_index_of_total(weights, top - below, rng)
     }
 
     /// Draws an index with probability proportional to its weight among the

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use mdsd_core::{
-    CheckedChunks, CoreError, DEFAULT_ENUMERATION_LIMIT, Distribution, DraftSampler, DraftScheme,
-    ProbabilityRow, SchemeKind, Transform,
+    CheckedChunks, CoreError, CumulativeDistribution, DEFAULT_ENUMERATION_LIMIT, Distribution,
+    DraftSampler, DraftScheme, ProbabilityRow, SchemeKind, Transform,
 };
 use proptest::prelude::*;
 use rand::SeedableRng;
@@ -371,6 +371,43 @@ fn drafts_without_replacement_reach_tokens_below_the_rounding_of_the_total() {
         for _ in 0..1000 {
             let tuple = sampler.sample(&mut rng);
             assert_eq!(mdsd_core::token_set(&tuple), (0..n).collect::<Vec<_>>());
+        }
+    }
+}
+
+proptest! {
+    /// A draw within a range of indices follows the weights there: every
+    /// index's frequency within 5 standard deviations of its share (a
+    /// false alarm below 1e-5 an index), never an index of weight zero;
+    /// a range of zero weight gives its first index.
+    #[test]
+    fn draws_within_a_range_follow_its_weights(
+        weights in prop::collection::vec(prop_oneof![Just(0.0), 0.0..1.0f64], 2..12),
+        ends in (0usize..12, 0usize..12),
+        seed in 0u64..1000,
+    ) {
+        let n = weights.len();
+        let (low, high) = (ends.0 % n, ends.1 % n + 1);
+        prop_assume!(low < high);
+        let law = CumulativeDistribution::new(&weights);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let inside: f64 = weights[low..high].iter().sum();
+        if inside == 0.0 {
+            prop_assert_eq!(law.sample_in(low..high, &mut rng), low);
+            return Ok(());
+        }
+        let draws = 4000;
+        let mut counts = vec![0u64; n];
+        for _ in 0..draws {
+            let i = law.sample_in(low..high, &mut rng);
+            prop_assert!((low..high).contains(&i) && weights[i] > 0.0, "{} in {:?}", i, low..high);
+            counts[i] += 1;
+        }
+        for i in low..high {
+            let share = weights[i] / inside;
+            let sd = (draws as f64 * share * (1.0 - share)).sqrt();
+            let off = (counts[i] as f64 - draws as f64 * share).abs();
+            prop_assert!(off <= 5.0 * sd + 1e-9, "index {}: {} draws, share {}", i, counts[i], share);
         }
     }
 }

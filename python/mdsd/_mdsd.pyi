@@ -7,10 +7,10 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
-    "CallbackModel", "DataFile", "MarkovLaws", "MdsdError", "OptimalRules", "Verifier",
-    "alpha_star", "block_efficiency", "certificate", "detectable_tv", "evaluate", "evaluate_file",
-    "goodness_of_fit", "sample_drafts", "samples_needed", "solve", "verifier_settings",
-    "wilson_interval",
+    "CallbackModel", "DataFile", "DraftBlocks", "MarkovLaws", "MdsdError", "OptimalRules",
+    "OutputsRead", "SEQUENCE_LIMIT", "TabledLaws", "Verifier", "alpha_star", "block_efficiency",
+    "certificate", "detectable_tv", "evaluate", "evaluate_file", "goodness_of_fit",
+    "sample_drafts", "samples_needed", "solve", "verifier_settings", "wilson_interval",
 ]
 
 _Settings = Dict[str, Any]
@@ -118,3 +118,52 @@ class MarkovLaws:
     def vocab_size(self) -> int: ...
     def target(self, prefixes: Sequence[Sequence[int]]) -> npt.NDArray[np.float64]: ...
     def draft(self, prefixes: Sequence[Sequence[int]]) -> npt.NDArray[np.float64]: ...
+
+#: Most sequences of L + 1 tokens ``check_block_verifier`` counts.
+SEQUENCE_LIMIT: int
+
+@final
+class DraftBlocks:
+    """Draft blocks drawn from (or given to) a ``TabledLaws``."""
+
+    @property
+    def tokens(self) -> npt.NDArray[np.int64]: ...
+
+@final
+class OutputsRead:
+    """A batch of a block sampler's outputs, read: each output's length and
+    the first token of target probability 0 after its prefix."""
+
+    @property
+    def lengths(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def impossible(self) -> Optional[str]: ...
+
+@final
+class TabledLaws:
+    """The target's and the draft's laws after every prefix of up to L
+    tokens, tabled: what ``check_block_verifier`` draws blocks from."""
+
+    def __new__(
+        cls,
+        target: npt.NDArray[np.float64],
+        draft: npt.NDArray[np.float64],
+        vocab_size: int,
+        depth: int,
+    ) -> "TabledLaws": ...
+    def with_root(self, root: npt.NDArray[np.float64]) -> "TabledLaws": ...
+    def target_sequences(self) -> npt.NDArray[np.float64]: ...
+    def draw(self, count: int, paths: int, seed: int, stream: int) -> DraftBlocks: ...
+    def blocks(self, tokens: npt.NDArray[np.int64]) -> DraftBlocks: ...
+    def fill_arrays(
+        self,
+        blocks: DraftBlocks,
+        target: npt.NDArray[np.float64],
+        draft: npt.NDArray[np.float64],
+    ) -> None: ...
+    def read(
+        self, name: str, outputs: npt.NDArray[np.int64], blocks: DraftBlocks
+    ) -> OutputsRead: ...
+    def complete(
+        self, read: OutputsRead, seed: int, stream: int
+    ) -> npt.NDArray[np.int64]: ...

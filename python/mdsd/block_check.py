@@ -14,7 +14,7 @@ from .results import Z_99, BlockVerifierReport, FirstTokenAudit
 
 #: Cells of the law of completed blocks (V^(L+1) sequences) the test
 #: counts at most, and prefixes of up to L tokens whose laws are tabled.
-SEQUENCE_LIMIT = 2_000_000
+SEQUENCE_LIMIT = _mdsd.SEQUENCE_LIMIT
 
 #: Draft blocks exact mode enumerates at most.
 EXACT_BLOCK_LIMIT = 200_000
@@ -41,13 +41,17 @@ PIT_ORDERS = ("token_id", "probability")
 class _Laws:
     """p and q after every prefix of up to L tokens, tabled as rows
     ``[C, V]``: the prefixes of length d at ``offsets[d]`` + their tokens
-    read in base V."""
+    read in base V; ``native``, the same tables in Rust, draws the draft
+    blocks, gathers the sampler's arrays, reads and completes its
+    outputs."""
 
     def __init__(self, target, draft, vocab_size, depth, source):
         self.target, self.draft = target, draft
         self.vocab_size, self.depth, self.source = vocab_size, depth, source
         self.offsets = np.cumsum([0] + [vocab_size ** d for d in range(depth + 1)])
-        self.draft_sampler = _SequenceSampler(self.sequence_law(draft, depth))
+        self.native = _mdsd.TabledLaws(np.ascontiguousarray(target, dtype=np.float64),
+                                       np.ascontiguousarray(draft, dtype=np.float64),
+                                       vocab_size, depth)
 
     @classmethod
     def prefixes(cls, vocab_size, depth):
@@ -63,18 +67,6 @@ class _Laws:
         """The table index of each prefix ``index`` (of ``length`` tokens)
         followed by ``tokens``."""
         return self.offsets[length + 1] + (index - self.offsets[length]) * self.vocab_size + tokens
-
-    def sequence_law(self, rows=None, length=None):
-        """The law of ``length`` tokens (L + 1 by default), each drawn from
-        ``rows`` (the target's by default) after its prefix, over the
-        V^length sequences indexed in base V."""
-        rows = self.target if rows is None else rows
-        length = self.depth + 1 if length is None else length
-        v = self.vocab_size
-        law = np.ones(1)
-        for d in range(length):
-            law = (law[:, None] * rows[self.offsets[d]:self.offsets[d] + v ** d]).reshape(-1)
-        return law
 
 
 def _table_size(vocab_size, depth):
@@ -162,60 +154,6 @@ def _laws(laws, vocab_size, depth, seed):
                  type(laws).__name__)
 
 
-class _SequenceSampler:
-    """Draws whole sequences from a law over the V^n sequences indexed in
-    base V, one ``searchsorted`` a draw. The sequences that extend a
-    prefix fill one range of indices, so a draw within that range, in
-    proportion to the law, completes the prefix with the law's tokens: one
-    draw a block instead of one a token."""
-
-    def __init__(self, law):
-        self.cumulative = np.cumsum(law)
-        self.below = np.concatenate([[0.0], self.cumulative])
-
-    def draw(self, low, high, rng):
-        """A sequence in [low, high) for each pair of ``low``, ``high``."""
-        base, top = self.below[low], self.below[high]
-        # u in (base, top]: the first sequence whose cumulative sum reaches
-        # it has positive probability; rounding at the ends is clipped.
-        u = base + (1.0 - rng.random(len(low))) * (top - base)
-        return np.clip(np.searchsorted(self.cumulative, u, side="left"), low, high - 1)
-
-
-class _Block:
-    """A batch of draft blocks, K paths of L tokens each (``tokens`` ``[B,
-    K, L]``, ``index`` the table rows of their prefixes ``[B, K, L+1]``),
-    with the verifier's arrays."""
-
-    def __init__(self, laws, tokens, index):
-        self.tokens, self.index, self.draft = tokens, index, laws.draft
-        self.count, self.paths = tokens.shape[:2]
-
-    @classmethod
-    def drawn(cls, laws, count, paths, rng):
-        """``count`` blocks of K i.i.d. paths drawn from the draft."""
-        depth, v = laws.depth, laws.vocab_size
-        cells = np.full(count * paths, v ** depth)
-        tokens = _digits(laws.draft_sampler.draw(np.zeros_like(cells), cells, rng), v, depth)
-        index = np.zeros((count * paths, depth + 1), dtype=np.int64)
-        for j in range(depth):
-            index[:, j + 1] = laws.child(index[:, j], j, tokens[:, j])
-        return cls(laws, tokens.reshape(count, paths, depth),
-                   index.reshape(count, paths, depth + 1))
-
-    def arrays(self, target):
-        """``target_probs``, ``draft_probs``, ``draft_token_ids`` in the
-        layout of vLLM's rejection sampler (the path axis after B when
-        K > 1)."""
-        def squeeze(x):
-            return x[:, 0] if self.paths == 1 else x
-        # np.take: a gather of whole rows, several times faster than
-        # fancy indexing for these small rows.
-        target_probs = np.take(target, self.index, axis=0)
-        draft_probs = np.take(self.draft, self.index[:, :, :-1], axis=0)
-        return squeeze(target_probs), squeeze(draft_probs), squeeze(self.tokens)
-
-
 def _framework_arrays(arrays, framework):
     """The verifier's arrays as numpy arrays, or CPU tensors for torch."""
     if framework == "torch":
@@ -224,77 +162,41 @@ def _framework_arrays(arrays, framework):
     return arrays
 
 
-def _call(verifier, block, target, framework, rng, torch_generator):
-    arrays = _framework_arrays(block.arrays(target), framework)
+class _Arrays:
+    """The sampler's ``target_probs`` and ``draft_probs``, written in place
+    for each batch into one pair of buffers for the whole check: no batch
+    allocates them again, which would cost a fresh mapping of memory a
+    batch (page faults), both here and in the sampler's own temporaries.
+    A sampler must not keep its arrays past its call."""
+
+    def __init__(self, count, paths, depth, vocab_size):
+        self.target = np.empty((count, paths, depth + 1, vocab_size))
+        self.draft = np.empty((count, paths, depth, vocab_size))
+
+    def of(self, laws, blocks):
+        """``target_probs``, ``draft_probs``, ``draft_token_ids`` of
+        ``blocks`` from ``laws`` (a ``TabledLaws``) in the layout of vLLM's
+        rejection sampler, the path axis after B when K > 1."""
+        tokens = blocks.tokens
+        target, draft = self.target[:len(tokens)], self.draft[:len(tokens)]
+        laws.fill_arrays(blocks, target, draft)
+        if tokens.shape[1] == 1:
+            return target[:, 0], draft[:, 0], tokens[:, 0]
+        return target, draft, tokens
+
+
+def _call(verifier, arrays, framework, rng, torch_generator):
+    """The verifier's outputs for ``arrays``, checked for shape: int64
+    ``[B, L+1]``."""
+    b, depth = arrays[2].shape[0], arrays[2].shape[-1]
+    arrays = _framework_arrays(arrays, framework)
     generator = torch_generator if framework == "torch" else rng
-    return _rows.token_array(verifier(*arrays, generator), "the verifier's output")
-
-
-def _parse(output, block, laws, target):
-    """(lengths, violation) from the verifier's ``[B, L+1]`` output: each row's accepted tokens must be a
-    drafted prefix, then one token; tokens of target probability 0 after
-    their prefix are a violation, named by the first example."""
-    depth, v, b = laws.depth, laws.vocab_size, block.count
+    output = _rows.token_array(verifier(*arrays, generator), "the verifier's output")
     if output.shape != (b, depth + 1):
         raise MdsdError(f"the verifier returned shape {output.shape} for {b} blocks of depth "
                         f"{depth}; expected ({b}, {depth + 1}): the accepted draft tokens, one "
                         "recovered or bonus token, then -1")
-    padding = output < 0
-    lengths = np.where(padding.any(axis=1), padding.argmax(axis=1), depth + 1)
-    after = np.arange(depth + 1)[None, :] >= lengths[:, None]
-    bad_padding = (after & (output != -1)) | (~after & (output < 0))
-    if bad_padding.any():
-        row = int(np.argmax(bad_padding.any(axis=1)))
-        raise MdsdError(f"the verifier's output row {row} is {output[row].tolist()}: tokens, "
-                        "then -1 padding to the end")
-    if (lengths == 0).any():
-        row = int(np.argmax(lengths == 0))
-        raise MdsdError(f"the verifier's output row {row} is {output[row].tolist()}: it holds no "
-                        "token (a block emits at least one)")
-    outside = ~after & (output >= v)
-    if outside.any():
-        row = int(np.argmax(outside.any(axis=1)))
-        raise MdsdError(f"the verifier returned token {int(output[row][outside[row]][0])} in row "
-                        f"{row} ({output[row].tolist()}), outside the vocabulary [0, {v})")
-    # The accepted tokens: a prefix of some drafted path.
-    drafted = np.zeros(b, dtype=bool)
-    for k in range(block.paths):
-        same = (output[:, :depth] == block.tokens[:, k]) | (np.arange(depth)[None, :]
-                                                             >= lengths[:, None] - 1)
-        drafted |= same.all(axis=1)
-    if not drafted.all():
-        row = int(np.argmax(~drafted))
-        raise MdsdError(f"the verifier's output row {row} is {output[row].tolist()}, but its "
-                        f"first {lengths[row] - 1} tokens are not a drafted prefix (drafts "
-                        f"{block.tokens[row].tolist()}): a block accepts drafted tokens, then "
-                        "emits one")
-    violation = None
-    index = np.zeros(b, dtype=np.int64)
-    for j in range(depth + 1):
-        live = lengths > j
-        token = np.where(live, output[:, j], 0)
-        zero = live & (target[index, token] == 0)
-        if zero.any() and violation is None:
-            row = int(np.argmax(zero))
-            violation = (f"token {int(token[row])} at position {j} of output "
-                         f"{output[row][:lengths[row]].tolist()} has target probability 0 "
-                         "after its prefix")
-        if j < depth:
-            index = np.where(live, laws.child(index, j, token), index)
-    return lengths, violation
-
-
-def _complete(output, lengths, laws, sampler, rng):
-    """Each output extended to L + 1 tokens by the target (``sampler`` over
-    its sequence law): the sequence index in base V and its first
-    token."""
-    depth, v = laws.depth, laws.vocab_size
-    prefix = np.zeros(len(output), dtype=np.int64)
-    for j in range(depth + 1):
-        prefix = np.where(lengths > j, prefix * v + output[:, j], prefix)
-    span = v ** (depth + 1 - lengths)
-    sequence = sampler.draw(prefix * span, (prefix + 1) * span, rng)
-    return sequence, sequence // v ** depth
+    return output
 
 
 def check_block_verifier(verifier, depth, *, paths=1, vocab_size=6, laws="markov",
@@ -310,7 +212,8 @@ def check_block_verifier(verifier, depth, *, paths=1, vocab_size=6, laws="markov
     gains a path axis after B (the paths drawn i.i.d. from the draft).
     ``framework="torch"`` passes CPU tensors and a ``torch.Generator``
     (torch's global generator is seeded too); outputs may be numpy arrays,
-    tensors or lists. Returns a ``BlockVerifierReport``.
+    tensors or lists. The inputs are written again for the next call: a
+    sampler must not keep them. Returns a ``BlockVerifierReport``.
 
     ``laws``: ``"markov"`` (random context-dependent laws from ``seed``,
     mixing flat and peaked rows, zeros, p = q and disjoint supports),
@@ -420,36 +323,38 @@ def _check_sampled(verifier, table, paths, samples, seed, batch_size, level, con
             raise MdsdError("framework='torch' needs torch installed") from e
         torch.manual_seed(seed)
         torch_generator = torch.Generator().manual_seed(seed)
-    law = table.sequence_law()
+    native = table.native
+    law = native.target_sequences()
     detectable = _mdsd.detectable_tv(law, samples, level)
-    target_sampler = _SequenceSampler(law)
     if control:
         moved_root, control_tv = _moved(table.target[0], 1.5 * detectable)
-        moved = table.target.copy()
-        moved[0] = moved_root
-        moved_sampler = _SequenceSampler(table.sequence_law(moved))
+        moved = native.with_root(moved_root)
     counts = np.zeros(len(law), dtype=np.int64)
     first_counts = np.zeros(v, dtype=np.int64)
     control_counts = np.zeros(len(law), dtype=np.int64)
     tau_counts = np.zeros(depth + 1, dtype=np.int64)
-    draft_rng = np.random.default_rng([seed, 0])
-    verify_rng, complete_rng = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 2])
-    control_rng = np.random.default_rng([seed, 3])
+    # Streams of the seed: 3i draws batch i's drafts, 3i + 1 completes its
+    # outputs, 3i + 2 the control's; the verifier gets numpy generators.
+    verify_rng, control_rng = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 3])
+    name = getattr(verifier, "__name__", type(verifier).__name__)
+    buffers = _Arrays(min(batch_size, samples), paths, depth, v)
     violation = None
-    for first in range(0, samples, batch_size):
+    for i, first in enumerate(range(0, samples, batch_size)):
         count = min(batch_size, samples - first)
-        block = _Block.drawn(table, count, paths, draft_rng)
-        output = _call(verifier, block, table.target, framework, verify_rng, torch_generator)
-        lengths, found = _parse(output, block, table, table.target)
-        violation = violation or found
-        tau_counts += np.bincount(lengths - 1, minlength=depth + 1)
-        sequence, first_token = _complete(output, lengths, table, target_sampler, complete_rng)
+        blocks = native.draw(count, paths, seed, 3 * i)
+        output = _call(verifier, buffers.of(native, blocks), framework, verify_rng,
+                       torch_generator)
+        read = native.read(name, output, blocks)
+        violation = violation or read.impossible
+        tau_counts += np.bincount(read.lengths - 1, minlength=depth + 1)
+        sequence = native.complete(read, seed, 3 * i + 1)
         counts += np.bincount(sequence, minlength=len(law))
-        first_counts += np.bincount(first_token, minlength=v)
+        first_counts += np.bincount(sequence // v ** depth, minlength=v)
         if control:
-            output = _call(verifier, block, moved, framework, control_rng, torch_generator)
-            lengths, _ = _parse(output, block, table, moved)
-            sequence, _ = _complete(output, lengths, table, moved_sampler, control_rng)
+            output = _call(verifier, buffers.of(moved, blocks), framework, control_rng,
+                           torch_generator)
+            read = moved.read(name, output, blocks)
+            sequence = moved.complete(read, seed, 3 * i + 2)
             control_counts += np.bincount(sequence, minlength=len(law))
     fit = _mdsd.goodness_of_fit(counts, law, level)
     first_fit = _mdsd.goodness_of_fit(first_counts, table.target[0], level)
@@ -519,37 +424,39 @@ def _enumerate_blocks(table, paths):
                         "exact=False")
     grid = np.stack(np.meshgrid(*[np.arange(len(single))] * paths, indexing="ij"),
                     axis=-1).reshape(-1, paths)
-    return _Block(table, single[grid], index[grid]), prob[grid].prod(axis=1)
+    return table.native.blocks(single[grid]), prob[grid].prod(axis=1)
 
 
 def _check_exact(verifier, table, paths, framework, references):
     v, depth = table.vocab_size, table.depth
-    block, prob = _enumerate_blocks(table, paths)
-    laws = verifier(*_framework_arrays(block.arrays(table.target), framework))
-    if len(laws) != block.count:
-        raise MdsdError(f"the exact verifier returned {len(laws)} laws for {block.count} draft "
+    blocks, prob = _enumerate_blocks(table, paths)
+    drafts = blocks.tokens
+    arrays = _Arrays(len(drafts), paths, depth, v).of(table.native, blocks)
+    laws = verifier(*_framework_arrays(arrays, framework))
+    if len(laws) != len(drafts):
+        raise MdsdError(f"the exact verifier returned {len(laws)} laws for {len(drafts)} draft "
                         "blocks: one dict per block")
     output = np.zeros(v ** (depth + 1))
     expected_accepted, law_error = 0.0, 0.0
     tau_law = np.zeros(depth + 1)
     for b, law in enumerate(laws):
         total = 0.0
-        for tokens, mass in dict(law).items():
-            tokens = [int(t) for t in tokens]
-            if not 1 <= len(tokens) <= depth + 1 or any(not 0 <= t < v for t in tokens):
-                raise MdsdError(f"the exact verifier's law for block {b} holds {tokens}: "
+        for sequence, mass in dict(law).items():
+            sequence = [int(t) for t in sequence]
+            if not 1 <= len(sequence) <= depth + 1 or any(not 0 <= t < v for t in sequence):
+                raise MdsdError(f"the exact verifier's law for block {b} holds {sequence}: "
                                 f"1 to {depth + 1} tokens of the vocabulary [0, {v})")
-            if not any(block.tokens[b, k, :len(tokens) - 1].tolist() == tokens[:-1]
+            if not any(drafts[b, k, :len(sequence) - 1].tolist() == sequence[:-1]
                        for k in range(paths)):
-                raise MdsdError(f"the exact verifier's law for block {b} holds {tokens}, whose "
+                raise MdsdError(f"the exact verifier's law for block {b} holds {sequence}, whose "
                                 "accepted tokens are not a drafted prefix")
             total += mass
             weight = prob[b] * mass
-            expected_accepted += weight * (len(tokens) - 1)
-            tau_law[len(tokens) - 1] += weight
-            _extend(table, tokens, weight, output)
+            expected_accepted += weight * (len(sequence) - 1)
+            tau_law[len(sequence) - 1] += weight
+            _extend(table, sequence, weight, output)
         law_error = max(law_error, abs(total - 1.0))
-    error = float(np.abs(output - table.sequence_law()).max())
+    error = float(np.abs(output - table.native.target_sequences()).max())
     lossless = bool(max(error, law_error) <= BlockVerifierReport.TOLERANCE)
     reasons = [] if lossless else [f"the output law of completed blocks misses the target's "
                                    f"by {max(error, law_error):.3e}"]

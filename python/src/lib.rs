@@ -6,6 +6,7 @@
 //! `mdsd/__init__.py` is the API users call; it turns tensors and
 //! other array-likes into float32 or float64 arrays before they reach here.
 
+mod block_check;
 mod check;
 mod errors;
 mod evaluate;
@@ -25,6 +26,10 @@ fn _mdsd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<evaluate::PyDataFile>()?;
     m.add_class::<live::PyCallbackModel>()?;
     m.add_class::<live::PyMarkovLaws>()?;
+    m.add_class::<block_check::PyTabledLaws>()?;
+    m.add_class::<block_check::PyDraftBlocks>()?;
+    m.add_class::<block_check::PyOutputsRead>()?;
+    m.add("SEQUENCE_LIMIT", mdsd::verify::block::SEQUENCE_LIMIT)?;
     m.add_function(wrap_pyfunction!(solvers::alpha_star, m)?)?;
     m.add_function(wrap_pyfunction!(solvers::certificate, m)?)?;
     m.add_function(wrap_pyfunction!(solvers::solve, m)?)?;

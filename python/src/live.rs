@@ -14,7 +14,7 @@ use mdsd::core::{
 use mdsd::logits::Values;
 use mdsd::verify::VerifyError;
 use mdsd::verify::block::{
-    BlockReport, CachedModel, LiveModel, LiveSettings, RoundBlock, RoundVerifier,
+    BlockReport, CachedModel, LiveModel, LiveSettings, RoundBlock, RoundVerifier, block_output,
     exact_live_blocks, sampled_live_blocks_with,
 };
 use numpy::ndarray::Array4;
@@ -432,16 +432,13 @@ impl RoundVerifier for PyRoundVerifier {
                     depth + 1
                 )));
             }
-            Ok(array
-                .rows()
-                .into_iter()
-                .map(|row| {
-                    row.iter()
-                        .take_while(|&&t| t >= 0)
-                        .map(|&t| t as usize)
-                        .collect()
+            (array.rows().into_iter().zip(blocks))
+                .enumerate()
+                .map(|(row, (tokens, block))| {
+                    let tokens: Vec<i64> = tokens.iter().copied().collect();
+                    block_output(&self.name, &tokens, block.paths, v).map_err(|e| e.at_row(row))
                 })
-                .collect())
+                .collect()
         })
     }
 }

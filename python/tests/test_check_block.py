@@ -20,11 +20,20 @@ import block_samplers as samplers
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
+# The checks of correct samplers below (8 single-path, 4 multi-path, one
+# that writes over its inputs) are a family of tests of true hypotheses:
+# each at level 0.01 / 13, so that the family raises a false alarm with
+# probability at most 0.01 (Bonferroni), not about 0.12. The broken
+# samplers fail at the default level, 0.01.
+CORRECT_CHECKS = 13
+CORRECT_LEVEL = 0.01 / CORRECT_CHECKS
+
 
 @pytest.mark.parametrize("depth", [1, 2, 3, 4])
 @pytest.mark.parametrize("name", ["token_sd", "block_verification"])
 def test_correct_samplers_pass(name, depth):
-    report = mdsd.check_block_verifier(getattr(samplers, name), depth, samples=50_000)
+    report = mdsd.check_block_verifier(getattr(samplers, name), depth, samples=50_000,
+                                       level=CORRECT_LEVEL)
     assert report.lossless is True, report
     assert report.control_detected
     low, high = report.interval_99
@@ -36,10 +45,8 @@ def test_correct_samplers_pass(name, depth):
 
 @pytest.mark.parametrize("paths,depth", [(1, 3), (2, 1), (2, 3), (3, 2)])
 def test_a_multi_path_sampler_passes(paths, depth):
-    # Each check is a test at level 0.01: a correct sampler fails one in a
-    # hundred seeds; these are fixed.
     report = mdsd.check_block_verifier(samplers.specinfer_paths, depth, paths=paths,
-                                       samples=20_000)
+                                       samples=20_000, level=CORRECT_LEVEL)
     assert report.lossless is True, report
     # K paths can do better than one: the optimum (LP or bound) is at least bv.
     assert report.reference["optimum"] >= report.reference["bv"] - 1e-12
@@ -61,6 +68,23 @@ def test_broken_samplers_fail_with_the_defaults(name, paths, depth):
     worst = report.worst[0]
     assert abs(worst["observed"] - worst["expected"]) > 4 * np.sqrt(max(worst["expected"], 1))
     assert "worst sequence" in repr(report)
+
+
+def test_a_sampler_may_write_over_its_inputs():
+    """The arrays are buffers written again for every call: a sampler
+    that overwrites its inputs after use (as engines' in-place kernels
+    do) is still given the right laws on the next call."""
+    def scribbles(target, draft, ids, rng):
+        out = samplers.block_verification(target, draft, ids, rng)
+        target[:] = 1.0
+        draft[:] = 0.0
+        ids[:] = 0
+        return out
+    report = mdsd.check_block_verifier(scribbles, 3, samples=20_000, batch_size=1000,
+                                       level=CORRECT_LEVEL)
+    assert report.lossless is True, report
+    low, high = report.interval_99
+    assert low <= report.reference["bv"] <= high, report
 
 
 def test_the_wrong_row_bug_hides_on_context_free_laws():
@@ -411,5 +435,17 @@ def test_block_efficiency_takes_your_own_sampler():
         return out
     with pytest.raises(mdsd.MdsdError, match="not a drafted prefix"):
         mdsd.block_efficiency(model, [[]], 2, 1, [undrafted], samples=10)
+
+    # A token after the padding is refused, not dropped: both checkers
+    # read rows the same way.
+    def token_after_padding(target, draft, ids, rng):
+        out = samplers.token_sd(target, draft, ids, rng)
+        out[:, 1], out[:, 2] = -1, 0
+        return out
+    for check in (lambda f: mdsd.block_efficiency(model, [[]], 2, 1, [f], samples=50),
+                  lambda f: mdsd.check_block_verifier(f, 2, samples=100)):
+        with pytest.raises(mdsd.MdsdError, match=r"row \d+: the sampler token_after_padding: "
+                           r"output row \[\d+, -1, \d+\]: tokens, then -1 padding"):
+            check(token_after_padding)
     with pytest.raises(mdsd.MdsdError, match="sampled mode"):
         mdsd.block_efficiency(model, [[]], 2, 1, [samplers.token_sd], samples=None)

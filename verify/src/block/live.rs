@@ -23,7 +23,7 @@ use mdsd_core::{
 use rand_chacha::ChaCha8Rng;
 
 use super::harness::{BLOCK_REFERENCES, check_output_length, check_tree_size};
-use super::{BlockReport, block_reference, exact_tree, prepare_tree_block};
+use super::{BlockReport, block_reference, check_block_output, exact_tree, prepare_tree_block};
 use crate::VerifyError;
 use crate::sampling::{goodness_of_fit, seeded_stream};
 
@@ -461,7 +461,7 @@ pub fn sampled_live_blocks_with(
                 });
             }
             for ((tree, model), output) in trees.iter().zip(&models).zip(&out) {
-                check_drafted(custom.name(), tree, output)?;
+                check_block_output(custom.name(), output, tree, v)?;
                 model.check(custom.name())?;
             }
             outputs.push(out);
@@ -625,24 +625,6 @@ fn check_live(
         mdsd_core::check_tokens(prompt, model.vocab_size())?;
     }
     Ok(())
-}
-
-/// A sampler's output accepts a prefix of a drafted path before its last
-/// token.
-fn check_drafted(name: &str, paths: &[Vec<usize>], output: &[usize]) -> Result<(), VerifyError> {
-    let accepted = &output[..output.len().saturating_sub(1)];
-    let drafted = paths
-        .iter()
-        .any(|path| path.len() >= accepted.len() && path[..accepted.len()] == *accepted);
-    if drafted {
-        return Ok(());
-    }
-    Err(VerifyError::Sampler {
-        name: name.into(),
-        message: format!(
-            "output {output:?}, whose accepted tokens are not a drafted prefix (paths {paths:?})"
-        ),
-    })
 }
 
 /// The distinct prefixes, in first-seen order.

@@ -47,6 +47,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod black_box;
 mod compose;
 mod gbv;
 mod harness;
@@ -62,6 +63,9 @@ use rand::RngCore;
 
 use crate::VerifyError;
 
+pub use black_box::{
+    DraftBlocks, OutputsRead, SEQUENCE_LIMIT, TabledLaws, block_output, check_block_output,
+};
 pub use compose::Composed;
 pub use gbv::GreedyBlockVerification;
 pub use harness::{
