@@ -436,7 +436,8 @@ impl RoundVerifier for PyRoundVerifier {
                 .enumerate()
                 .map(|(row, (tokens, block))| {
                     let tokens: Vec<i64> = tokens.iter().copied().collect();
-                    block_output(&self.name, &tokens, block.paths, v).map_err(|e| e.at_row(row))
+                    let paths = block.paths.iter().map(Vec::as_slice);
+                    block_output(&self.name, &tokens, paths, v).map_err(|e| e.at_row(row))
                 })
                 .collect()
         })

@@ -20,10 +20,10 @@ use crate::VerifyError;
 /// The tokens of one output row: tokens, then -1 to the end of the row,
 /// checked by [`check_block_output`]. The error names the sampler and
 /// shows the row.
-pub fn block_output<P: AsRef<[usize]>>(
+pub fn block_output<'p>(
     name: &str,
     row: &[i64],
-    paths: &[P],
+    paths: impl Iterator<Item = &'p [usize]> + Clone,
     vocab_size: usize,
 ) -> Result<Vec<usize>, VerifyError> {
     let length = row.iter().position(|&t| t < 0).unwrap_or(row.len());
@@ -40,17 +40,17 @@ pub fn block_output<P: AsRef<[usize]>>(
 
 /// A block's output is 1 to L + 1 tokens of the vocabulary, those before
 /// the last a prefix of one of the drafted `paths` (of L tokens each).
-pub fn check_block_output<P: AsRef<[usize]>>(
+pub fn check_block_output<'p>(
     name: &str,
     output: &[usize],
-    paths: &[P],
+    paths: impl Iterator<Item = &'p [usize]> + Clone,
     vocab_size: usize,
 ) -> Result<(), VerifyError> {
     let failed = |problem: String| VerifyError::Sampler {
         name: name.into(),
         message: format!("output {output:?}: {problem}"),
     };
-    let depth = paths.first().map_or(0, |path| path.as_ref().len());
+    let depth = paths.clone().next().map_or(0, <[usize]>::len);
     if output.is_empty() || output.len() > depth + 1 {
         return Err(failed(format!(
             "{} tokens; a block of depth {depth} emits its accepted draft tokens and one more, \
@@ -65,8 +65,8 @@ pub fn check_block_output<P: AsRef<[usize]>>(
         )));
     }
     let accepted = &output[..output.len() - 1];
-    if !paths.iter().any(|path| path.as_ref().starts_with(accepted)) {
-        let paths: Vec<&[usize]> = paths.iter().map(AsRef::as_ref).collect();
+    if !paths.clone().any(|path| path.starts_with(accepted)) {
+        let paths: Vec<&[usize]> = paths.collect();
         return Err(failed(format!(
             "its accepted tokens {accepted:?} are not a drafted prefix (paths {paths:?})"
         )));
@@ -369,8 +369,8 @@ impl TabledLaws {
         let mut impossible = None;
         for (b, row) in outputs.chunks(depth + 1).enumerate() {
             let drafted = &blocks.tokens[b * k * depth..(b + 1) * k * depth];
-            let paths: Vec<&[usize]> = drafted.chunks(depth).collect();
-            let tokens = block_output(name, row, &paths, v).map_err(|e| e.at_row(b))?;
+            let paths = drafted.chunks(depth);
+            let tokens = block_output(name, row, paths, v).map_err(|e| e.at_row(b))?;
             if impossible.is_none() {
                 let mut prefix = 0;
                 for (j, &token) in tokens.iter().enumerate() {

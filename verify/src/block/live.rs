@@ -461,7 +461,7 @@ pub fn sampled_live_blocks_with(
                 });
             }
             for ((tree, model), output) in trees.iter().zip(&models).zip(&out) {
-                check_block_output(custom.name(), output, tree, v)?;
+                check_block_output(custom.name(), output, tree.iter().map(Vec::as_slice), v)?;
                 model.check(custom.name())?;
             }
             outputs.push(out);
