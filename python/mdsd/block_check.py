@@ -7,7 +7,7 @@ variation, the exact block references) come from the library."""
 import numpy as np
 
 from . import _mdsd, _rows
-from ._mdsd import MarkovLaws, MdsdError
+from ._mdsd import MarkovLaws, MdsdError, TabledLaws
 from .check import _moved
 from .live import CallbackModel, block_efficiency
 from .results import Z_99, BlockVerifierReport, FirstTokenAudit
@@ -49,9 +49,8 @@ class _Laws:
         self.target, self.draft = target, draft
         self.vocab_size, self.depth, self.source = vocab_size, depth, source
         self.offsets = np.cumsum([0] + [vocab_size ** d for d in range(depth + 1)])
-        self.native = _mdsd.TabledLaws(np.ascontiguousarray(target, dtype=np.float64),
-                                       np.ascontiguousarray(draft, dtype=np.float64),
-                                       vocab_size, depth)
+        self.native = TabledLaws(np.ascontiguousarray(target, dtype=np.float64),
+                                 np.ascontiguousarray(draft, dtype=np.float64), vocab_size, depth)
 
     @classmethod
     def prefixes(cls, vocab_size, depth):

@@ -6,7 +6,6 @@
 //! `mdsd/__init__.py` is the API users call; it turns tensors and
 //! other array-likes into float32 or float64 arrays before they reach here.
 
-mod block_check;
 mod check;
 mod errors;
 mod evaluate;
@@ -15,6 +14,7 @@ mod live;
 mod rows;
 mod rules;
 mod solvers;
+mod tabled_laws;
 mod verifier;
 
 use pyo3::prelude::*;
@@ -26,9 +26,9 @@ fn _mdsd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<evaluate::PyDataFile>()?;
     m.add_class::<live::PyCallbackModel>()?;
     m.add_class::<live::PyMarkovLaws>()?;
-    m.add_class::<block_check::PyTabledLaws>()?;
-    m.add_class::<block_check::PyDraftBlocks>()?;
-    m.add_class::<block_check::PyOutputsRead>()?;
+    m.add_class::<tabled_laws::PyTabledLaws>()?;
+    m.add_class::<tabled_laws::PyDraftBlocks>()?;
+    m.add_class::<tabled_laws::PyOutputsRead>()?;
     m.add("SEQUENCE_LIMIT", mdsd::verify::block::SEQUENCE_LIMIT)?;
     m.add_function(wrap_pyfunction!(solvers::alpha_star, m)?)?;
     m.add_function(wrap_pyfunction!(solvers::certificate, m)?)?;
