@@ -16,6 +16,10 @@ from .results import Z_99, BlockVerifierReport, FirstTokenAudit
 #: counts at most, and prefixes of up to L tokens whose laws are tabled.
 SEQUENCE_LIMIT = _mdsd.SEQUENCE_LIMIT
 
+#: Bytes of the sampler's float64 arrays held at once (a batch's, or exact
+#: mode's every block).
+ARRAY_BYTES_LIMIT = 1 << 30
+
 #: Draft blocks exact mode enumerates at most.
 EXACT_BLOCK_LIMIT = 200_000
 
@@ -110,7 +114,9 @@ def _builtin_laws(kind, vocab_size, depth, seed):
     position."""
     rng = np.random.default_rng(seed)
     v = vocab_size
-    order = MARKOV_ORDER if kind == "markov" else 0
+    # Contexts longer than the depth are never read: none are drawn (the
+    # rows drawn before them are the same either way).
+    order = min(MARKOV_ORDER, depth) if kind == "markov" else 0
     context_offsets = np.cumsum([0] + [v ** d for d in range(order + 1)])
     contexts = int(context_offsets[-1])
     target, draft = np.empty((contexts, v)), np.empty((contexts, v))
@@ -168,7 +174,12 @@ class _Arrays:
     batch (page faults), both here and in the sampler's own temporaries.
     A sampler must not keep its arrays past its call."""
 
-    def __init__(self, count, paths, depth, vocab_size):
+    def __init__(self, count, paths, depth, vocab_size, instead):
+        size = count * paths * (2 * depth + 1) * vocab_size * 8
+        if size > ARRAY_BYTES_LIMIT:
+            raise MdsdError(f"the sampler's arrays for {count} blocks of {paths} paths of depth "
+                            f"{depth} at vocab_size={vocab_size} take {size / 2 ** 30:.1f} GiB, "
+                            f"above {ARRAY_BYTES_LIMIT / 2 ** 30:.0f} GiB: {instead}")
         self.target = np.empty((count, paths, depth + 1, vocab_size))
         self.draft = np.empty((count, paths, depth, vocab_size))
 
@@ -252,12 +263,16 @@ def check_block_verifier(verifier, depth, *, paths=1, vocab_size=6, laws="markov
     if not 0 < level < 1:
         raise MdsdError(f"level={level!r}: expected a probability in (0, 1)")
     table = _laws(laws, vocab_size, depth, seed)
-    references = _references(table, paths)
     if exact:
-        return _check_exact(verifier, table, paths, framework, references)
+        return _check_exact(verifier, table, paths, framework, _references(table, paths))
     samples = _rows.whole(samples, "samples", least=2)
-    return _check_sampled(verifier, table, paths, samples, seed, batch_size, float(level),
-                          _rows.flag(control, "control"), framework, references)
+    control = _rows.flag(control, "control")
+    # The buffers before the references: a batch too large is refused
+    # before any work.
+    buffers = _Arrays(min(batch_size, samples), paths, depth, table.vocab_size,
+                      "a smaller batch_size")
+    return _check_sampled(verifier, table, paths, samples, seed, buffers, float(level), control,
+                          framework, _references(table, paths))
 
 
 def _callback(table):
@@ -311,7 +326,7 @@ def _references(table, paths):
     return out
 
 
-def _check_sampled(verifier, table, paths, samples, seed, batch_size, level, control, framework,
+def _check_sampled(verifier, table, paths, samples, seed, buffers, level, control, framework,
                    references):
     v, depth = table.vocab_size, table.depth
     torch_generator = None
@@ -336,10 +351,10 @@ def _check_sampled(verifier, table, paths, samples, seed, batch_size, level, con
     # outputs, 3i + 2 the control's; the verifier gets numpy generators.
     verify_rng, control_rng = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 3])
     name = getattr(verifier, "__name__", type(verifier).__name__)
-    buffers = _Arrays(min(batch_size, samples), paths, depth, v)
     violation = None
-    for i, first in enumerate(range(0, samples, batch_size)):
-        count = min(batch_size, samples - first)
+    batch = len(buffers.target)
+    for i, first in enumerate(range(0, samples, batch)):
+        count = min(batch, samples - first)
         blocks = native.draw(count, paths, seed, 3 * i)
         output = _call(verifier, buffers.of(native, blocks), framework, verify_rng,
                        torch_generator)
@@ -430,7 +445,8 @@ def _check_exact(verifier, table, paths, framework, references):
     v, depth = table.vocab_size, table.depth
     blocks, prob = _enumerate_blocks(table, paths)
     drafts = blocks.tokens
-    arrays = _Arrays(len(drafts), paths, depth, v).of(table.native, blocks)
+    arrays = _Arrays(len(drafts), paths, depth, v,
+                     "a smaller vocab_size, depth or paths, or exact=False").of(table.native, blocks)
     laws = verifier(*_framework_arrays(arrays, framework))
     if len(laws) != len(drafts):
         raise MdsdError(f"the exact verifier returned {len(laws)} laws for {len(drafts)} draft "

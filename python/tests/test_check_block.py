@@ -176,6 +176,10 @@ def test_arguments_are_checked():
         mdsd.check_block_verifier(samplers.token_sd, 2, framework="jax")
     with pytest.raises(mdsd.MdsdError, match="level=2"):
         mdsd.check_block_verifier(samplers.token_sd, 2, level=2)
+    # A batch whose arrays would not fit is refused before any work.
+    with pytest.raises(mdsd.MdsdError, match="take 67.1 GiB, above 1 GiB: a smaller batch_size"):
+        mdsd.check_block_verifier(samplers.token_sd, 1, vocab_size=1000, paths=3,
+                                  batch_size=10 ** 6, samples=10 ** 6)
 
 
 def _token_sd_law(target, draft, ids):
