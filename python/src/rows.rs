@@ -5,6 +5,7 @@
 
 use mdsd::core::{ProbabilityRow, Progress};
 use mdsd::logits::{FloatType, Values};
+use mdsd::verify::VerifyError;
 use mdsd::{Distribution, DraftScheme, Problem, SchemeKind, Transform};
 use numpy::ndarray::{ArrayView2, ArrayViewD, Axis};
 use numpy::{PyReadonlyArrayDyn, PyUntypedArrayMethods};
@@ -430,20 +431,16 @@ pub(crate) fn check_fits<T>(count: usize, what: &str) -> PyResult<()> {
     })
 }
 
-/// Refuses a `[B, n]` array of draft token ids holding a negative one, by
-/// its row; the rows are then read in place (`row_ids`).
-pub(crate) fn check_draft_ids(drafts: ArrayView2<'_, i64>) -> PyResult<()> {
-    for (b, row) in drafts.rows().into_iter().enumerate() {
-        if let Some(t) = row.iter().find(|&&t| t < 0) {
-            return Err(MdsdError::new_err(format!(
-                "row {b}: draft token {t} is negative"
-            )));
-        }
+/// Row `b` of a `[B, n]` array of draft token ids, read in place into
+/// `ids`; a negative id is refused (by its row, in the caller's loop, so
+/// that a long batch is checked where a stop is heard).
+pub(crate) fn row_ids(
+    drafts: ArrayView2<'_, i64>,
+    b: usize,
+    ids: &mut Vec<usize>,
+) -> Result<(), VerifyError> {
+    for &t in drafts.row(b) {
+        ids.push(usize::try_from(t).map_err(|_| VerifyError::NegativeToken(t))?);
     }
     Ok(())
-}
-
-/// Row `b` of checked draft token ids (`check_draft_ids`) into `ids`.
-pub(crate) fn row_ids(drafts: ArrayView2<'_, i64>, b: usize, ids: &mut Vec<usize>) {
-    ids.extend(drafts.row(b).iter().map(|&t| t as usize));
 }

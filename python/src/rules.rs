@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use crate::errors::MdsdError;
 use crate::interrupt::interruptible;
-use crate::rows::{Settings, check_draft_ids, check_fits, per_row, request, row_ids};
+use crate::rows::{Settings, check_fits, per_row, request, row_ids};
 use crate::verifier::VerifierParams;
 
 /// The optimal verifier prepared for each row of `[B, V]` rows.
@@ -120,7 +120,6 @@ impl PyOptimalRules {
             )));
         }
         check_fits::<usize>(drafts.len(), "drafts")?;
-        check_draft_ids(drafts)?;
         let seed = seed.unwrap_or_else(rand::random);
         let tokens = interruptible(py, drafts.len(), |progress| {
             let drafts_of = |b: usize, ids: &mut Vec<usize>| row_ids(drafts, b, ids);

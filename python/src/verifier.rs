@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::errors::{MdsdError, guarded};
 use crate::interrupt::interruptible;
-use crate::rows::{Settings, check_draft_ids, check_fits, one_problem, request, row_ids};
+use crate::rows::{Settings, check_fits, one_problem, request, row_ids};
 
 /// What a verifier may be prepared with, by the names `solve` uses (unset
 /// ones take the defaults).
@@ -147,7 +147,6 @@ impl PyVerifier {
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let drafts = drafts.as_array();
         check_fits::<i64>(drafts.nrows(), "the rows of drafts")?;
-        check_draft_ids(drafts)?;
         let seed = seed.unwrap_or_else(rand::random);
         let tokens = interruptible(py, drafts.len(), |progress| {
             sample_rows(

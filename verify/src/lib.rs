@@ -203,6 +203,8 @@ pub enum VerifyError {
     BlockOutputLength { most: usize, found: usize },
     #[error("draft token {token} is out of range for a vocabulary of {vocab_size}")]
     TokenOutOfRange { token: usize, vocab_size: usize },
+    #[error("draft token {0} is negative")]
+    NegativeToken(i64),
     #[error("drafts {0:?} have probability 0 under this draft scheme")]
     ImpossibleDrafts(Vec<usize>),
     #[error("the {side} model: {message}")]

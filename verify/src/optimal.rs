@@ -131,6 +131,7 @@ impl OptimalRules {
     ) -> Result<Vec<usize>, VerifyError> {
         let drafts_of = |row: usize, ids: &mut Vec<usize>| {
             ids.extend_from_slice(drafts[row].as_ref());
+            Ok(())
         };
         self.sample_with(drafts.len(), drafts_of, seed, progress)
     }
@@ -141,7 +142,7 @@ impl OptimalRules {
     pub fn sample_with(
         &self,
         rows: usize,
-        drafts_of: impl Fn(usize, &mut Vec<usize>) + Sync,
+        drafts_of: impl Fn(usize, &mut Vec<usize>) -> Result<(), VerifyError> + Sync,
         seed: u64,
         progress: &dyn Progress,
     ) -> Result<Vec<usize>, VerifyError> {

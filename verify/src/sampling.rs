@@ -23,14 +23,15 @@ pub fn seeded_stream(seed: u64, stream: u64) -> ChaCha8Rng {
 
 /// One output token for each of `rows` rows, the shape of a decoding
 /// step: row b's drafts written by `drafts_of(b, ids)` into an empty
-/// buffer (so that a caller reads them where they are), verified by
+/// buffer (so that a caller reads them where they are, and refuses a row
+/// it cannot read there: inside the loop, where a stop is heard), verified by
 /// `verifier_of(b)`, drawing from stream b of `seed` ([`seeded_stream`]),
 /// on rayon's pool; the caller is asked between rows whether to stop, and
 /// an error names its row.
 pub fn sample_rows<'a>(
     rows: usize,
     verifier_of: impl Sync + Fn(usize) -> &'a dyn Verifier,
-    drafts_of: impl Fn(usize, &mut Vec<usize>) + Sync,
+    drafts_of: impl Fn(usize, &mut Vec<usize>) -> Result<(), VerifyError> + Sync,
     seed: u64,
     progress: &dyn Progress,
 ) -> Result<Vec<usize>, VerifyError> {
@@ -39,7 +40,7 @@ pub fn sample_rows<'a>(
         .map_init(Vec::new, |ids, row| {
             progress.check_stop()?;
             ids.clear();
-            drafts_of(row, ids);
+            drafts_of(row, ids).map_err(|e| e.at_row(row))?;
             let mut rng = seeded_stream(seed, row as u64);
             (verifier_of(row).sample(ids, &mut rng)).map_err(|e| e.at_row(row))
         })
