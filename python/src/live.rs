@@ -14,8 +14,8 @@ use mdsd::core::{
 use mdsd::logits::Values;
 use mdsd::verify::VerifyError;
 use mdsd::verify::block::{
-    BlockReport, CachedModel, LiveModel, LiveSettings, RoundBlock, RoundVerifier, block_output,
-    exact_live_blocks, sampled_live_blocks_with,
+    BlockReport, CachedModel, LiveModel, LiveSettings, RoundBlock, RoundVerifier,
+    exact_live_blocks, padded_output, sampled_live_blocks_with,
 };
 use numpy::ndarray::Array4;
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
@@ -432,12 +432,11 @@ impl RoundVerifier for PyRoundVerifier {
                     depth + 1
                 )));
             }
-            (array.rows().into_iter().zip(blocks))
-                .enumerate()
-                .map(|(row, (tokens, block))| {
+            // The rows' tokens; the library checks them against the drafts.
+            (array.rows().into_iter().enumerate())
+                .map(|(row, tokens)| {
                     let tokens: Vec<i64> = tokens.iter().copied().collect();
-                    let paths = block.paths.iter().map(Vec::as_slice);
-                    block_output(&self.name, &tokens, paths, v).map_err(|e| e.at_row(row))
+                    padded_output(&self.name, &tokens).map_err(|e| e.at_row(row))
                 })
                 .collect()
         })

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use mdsd::verify::block::{DraftBlocks, OutputsRead, TabledLaws};
-use mdsd::verify::seeded_stream;
+use mdsd::verify::{VerifyError, seeded_stream};
 use numpy::ndarray::{Array1, Array3};
 use numpy::{
     IntoPyArray, PyArray1, PyArray3, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray4,
@@ -68,7 +68,7 @@ impl PyTabledLaws {
         let (count, paths, _) = tokens.dim();
         let flat = tokens
             .iter()
-            .map(|&t| usize::try_from(t).map_err(|_| refused(format!("draft token {t}"))))
+            .map(|&t| usize::try_from(t).map_err(|_| refused(VerifyError::NegativeToken(t))))
             .collect::<PyResult<Vec<usize>>>()?;
         self.0
             .blocks(count, paths, flat)

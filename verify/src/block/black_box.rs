@@ -12,20 +12,15 @@
 //! steps; each step is a pass over a batch in native code, so that the
 //! check costs little beside the sampler it checks.
 
-use mdsd_core::{CoreError, CumulativeDistribution};
+use mdsd_core::{CoreError, CumulativeDistribution, ProbabilityRow};
 use rand::RngCore;
 
 use crate::VerifyError;
 
-/// The tokens of one output row: tokens, then -1 to the end of the row,
-/// checked by [`check_block_output`]. The error names the sampler and
-/// shows the row.
-pub fn block_output<'p>(
-    name: &str,
-    row: &[i64],
-    paths: impl Iterator<Item = &'p [usize]> + Clone,
-    vocab_size: usize,
-) -> Result<Vec<usize>, VerifyError> {
+/// The tokens of one output row: tokens, then -1 to the end of the row
+/// (refused otherwise, naming the sampler and showing the row); what they
+/// are is for [`check_block_output`] to check.
+pub fn padded_output(name: &str, row: &[i64]) -> Result<Vec<usize>, VerifyError> {
     let length = row.iter().position(|&t| t < 0).unwrap_or(row.len());
     if row[length..].iter().any(|&t| t != -1) {
         return Err(VerifyError::Sampler {
@@ -33,7 +28,18 @@ pub fn block_output<'p>(
             message: format!("output row {row:?}: tokens, then -1 padding to the end"),
         });
     }
-    let tokens: Vec<usize> = row[..length].iter().map(|&t| t as usize).collect();
+    Ok(row[..length].iter().map(|&t| t as usize).collect())
+}
+
+/// The tokens of one output row ([`padded_output`]), checked by
+/// [`check_block_output`].
+pub fn block_output<'p>(
+    name: &str,
+    row: &[i64],
+    paths: impl Iterator<Item = &'p [usize]> + Clone,
+    vocab_size: usize,
+) -> Result<Vec<usize>, VerifyError> {
+    let tokens = padded_output(name, row)?;
     check_block_output(name, &tokens, paths, vocab_size)?;
     Ok(tokens)
 }
@@ -134,8 +140,8 @@ pub struct OutputsRead {
 }
 
 impl TabledLaws {
-    /// Tables of `Σ_{d ≤ L} V^d` rows of V, each a law (checked: finite,
-    /// non-negative, summing to 1 within 1e-6).
+    /// Tables of `Σ_{d ≤ L} V^d` rows of V, each a law (checked as
+    /// [`ProbabilityRow::new`] checks a row).
     pub fn new(
         vocab_size: usize,
         depth: usize,
@@ -178,11 +184,11 @@ impl TabledLaws {
                     ),
                 });
             }
-            if let Some(row) = table.chunks(vocab_size).position(|row| !is_law(row)) {
-                return Err(VerifyError::Model {
+            for (row, law) in table.chunks(vocab_size).enumerate() {
+                ProbabilityRow::new(law).map_err(|e| VerifyError::Model {
                     side,
-                    message: format!("row {row} of the table is not a law"),
-                });
+                    message: format!("row {row} of the table is not a law: {e}"),
+                })?;
             }
         }
         let sequence_law = |rows: &[f64], length: usize| {
@@ -407,11 +413,6 @@ impl TabledLaws {
             })
             .collect()
     }
-}
-
-/// Finite, non-negative, summing to 1 within 1e-6.
-fn is_law(row: &[f64]) -> bool {
-    row.iter().all(|&x| x.is_finite() && x >= 0.0) && (row.iter().sum::<f64>() - 1.0).abs() <= 1e-6
 }
 
 #[cfg(test)]

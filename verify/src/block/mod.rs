@@ -65,6 +65,7 @@ use crate::VerifyError;
 
 pub use black_box::{
     DraftBlocks, OutputsRead, SEQUENCE_LIMIT, TabledLaws, block_output, check_block_output,
+    padded_output,
 };
 pub use compose::Composed;
 pub use gbv::GreedyBlockVerification;
