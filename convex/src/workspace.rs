@@ -110,31 +110,41 @@ impl Workspace {
 /// The workspaces of a solver shared by reference: each solve takes one
 /// (a new one when all are in use) and gives it back, so that solves on
 /// several threads never wait for each other and repeated solves reuse
-/// memory. It holds at most one workspace per solve that ran at once.
-#[derive(Debug, Default)]
-pub(crate) struct WorkspacePool(Mutex<Vec<Workspace>>);
+/// memory. It keeps at most `most` workspaces (one per solve that ran at
+/// once, up to that); a workspace given back past them is dropped.
+#[derive(Debug)]
+pub(crate) struct WorkspacePool {
+    free: Mutex<Vec<Workspace>>,
+    most: usize,
+}
+
+impl Default for WorkspacePool {
+    fn default() -> Self {
+        Self::keeping(usize::MAX)
+    }
+}
 
 impl WorkspacePool {
+    /// A pool that keeps at most `most` workspaces.
+    pub(crate) fn keeping(most: usize) -> Self {
+        Self {
+            free: Mutex::new(Vec::new()),
+            most,
+        }
+    }
+
     /// Runs `solve` with a workspace of the pool.
     pub(crate) fn with<T>(&self, solve: impl FnOnce(&mut Workspace) -> T) -> T {
         // A poisoned lock only means a solve panicked while taking or
         // giving; the list itself is still consistent.
-        let taken = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut workspace = taken.unwrap_or_default();
+        let free = || self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let mut workspace = free().pop().unwrap_or_default();
         let out = solve(&mut workspace);
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(workspace);
+        let mut free = free();
+        if free.len() < self.most {
+            free.push(workspace);
+        }
         out
-    }
-}
-
-impl Clone for WorkspacePool {
-    /// A clone starts with no workspaces: memory is not shared between
-    /// solvers.
-    fn clone(&self) -> Self {
-        Self::default()
     }
 }
 
@@ -173,6 +183,18 @@ mod tests {
                 .iter()
                 .all(|v| v.capacity() >= KEPT_FROM + KEPT)
         );
+    }
+
+    /// A pool keeping one workspace holds one, however many solves ran
+    /// at once.
+    #[test]
+    fn a_pool_keeps_at_most_its_count() {
+        let pool = WorkspacePool::keeping(1);
+        pool.with(|_| pool.with(|_| pool.with(|_| ())));
+        assert_eq!(pool.free.lock().unwrap().len(), 1);
+        let unbounded = WorkspacePool::default();
+        unbounded.with(|_| unbounded.with(|_| ()));
+        assert_eq!(unbounded.free.lock().unwrap().len(), 2);
     }
 
     #[test]

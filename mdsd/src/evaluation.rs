@@ -584,8 +584,9 @@ fn evaluate_window(
             .collect::<Result<Vec<_>, _>>()?,
         false => Vec::new(),
     };
-    // One convex solver for every row: it keeps its memory between solves.
-    let convex = ConvexSolver::default();
+    // One convex solver for every row, on the process's workspaces: its
+    // memory stays between solves, and between calls.
+    let convex = ConvexSolver::default().with_shared_workspaces();
     let data = Rows {
         target: &target,
         draft: &draft,

@@ -220,7 +220,11 @@ impl Solver {
                         .map_err(SolveError::into_setting_error)?,
                     None => budget,
                 };
-                Solver::Convex(ConvexSolver::default().with_budget(budget))
+                Solver::Convex(
+                    ConvexSolver::default()
+                        .with_shared_workspaces()
+                        .with_budget(budget),
+                )
             }
         };
         match &solver {
@@ -233,7 +237,7 @@ impl Solver {
     }
 
     fn convex() -> Self {
-        Solver::Convex(ConvexSolver::default())
+        Solver::Convex(ConvexSolver::default().with_shared_workspaces())
     }
 
     fn name(&self) -> &'static str {

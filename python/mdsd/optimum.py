@@ -76,4 +76,4 @@ def solve(p: Any, q: Any, n: int, method: str = "lp", scheme: str = "iid", *,
     p_rows = rows(p, "p")
     fields = _mdsd.solve(p_rows, drafts(q, scheme), settings(p, q, n, scheme, transforms),
                          solver)
-    return Solution.of(fields, p_rows.shape[-1])
+    return Solution.of(fields)

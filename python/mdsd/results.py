@@ -42,11 +42,9 @@ class Solution(_Result):
     plan: Optional[Dict[str, Any]] = None
 
     @classmethod
-    def of(cls, fields: Dict[str, Any], vocab_size: int) -> "Solution":
-        mask = np.zeros(vocab_size, dtype=bool)
-        mask[fields["certificate"]] = True
+    def of(cls, fields: Dict[str, Any]) -> "Solution":
         return cls(alpha_star=fields["alpha_star"], acceptance=fields["acceptance"],
-                   gap=fields["gap"], certificate=mask, status=fields["status"],
+                   gap=fields["gap"], certificate=fields["certificate"], status=fields["status"],
                    iterations=fields["iterations"], elapsed_ms=fields["elapsed_ms"],
                    plan=fields.get("plan"))
 

@@ -61,8 +61,10 @@ pub(crate) fn certificate<'py>(
     Ok(array.into_pyarray(py))
 }
 
-/// One solve's summary (and for lp and flow its plan) as a dict; the
-/// plan by the keys of `mdsd solve --plan`'s JSON.
+/// One solve's summary (and for lp and flow its plan) as a dict, H* as a
+/// bool mask of the vocabulary (a list of its tokens would cost a Python
+/// int each, and numpy a pass over them to make the mask); the plan by
+/// the keys of `mdsd solve --plan`'s JSON.
 fn solved<'py>(
     py: Python<'py>,
     problem: &Problem,
@@ -75,7 +77,9 @@ fn solved<'py>(
     dict.set_item("alpha_star", summary.alpha_star)?;
     dict.set_item("acceptance", summary.acceptance)?;
     dict.set_item("gap", summary.gap())?;
-    dict.set_item("certificate", summary.certificate.clone())?;
+    let mask =
+        (problem.indicator(&summary.certificate)).map_err(|e| MdsdError::new_err(e.to_string()))?;
+    dict.set_item("certificate", mask.into_pyarray(py))?;
     dict.set_item("status", summary.status.name())?;
     dict.set_item("iterations", summary.iterations)?;
     dict.set_item("elapsed_ms", summary.elapsed.as_secs_f64() * 1e3)?;

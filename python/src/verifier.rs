@@ -25,7 +25,9 @@ pub(crate) struct VerifierParams {
 }
 
 impl VerifierParams {
-    /// The convex solver of `max_gap` and `budget_ms`, where given.
+    /// The convex solver of `max_gap` and `budget_ms`, where given, on the
+    /// process's workspaces: a call's solver goes with the call, and its
+    /// memory would be faulted in afresh at each.
     pub(crate) fn convex(&self, default: ConvexSolver) -> PyResult<ConvexSolver> {
         let mut budget = *default.budget();
         if let Some(max_gap) = self.max_gap {
@@ -34,7 +36,7 @@ impl VerifierParams {
         if let Some(ms) = self.budget_ms {
             budget = (budget.with_budget_ms(ms)).map_err(|e| MdsdError::new_err(e.to_string()))?;
         }
-        Ok(default.with_budget(budget))
+        Ok(default.with_budget(budget).with_shared_workspaces())
     }
 
     fn settings(self) -> PyResult<mdsd::VerifierSettings> {

@@ -11,6 +11,7 @@ mod without_replacement;
 
 pub use programs::ConvexSolution;
 
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use mdsd_core::{Problem, SchemeKind, Solve};
@@ -20,13 +21,23 @@ use crate::error::ConvexError;
 use crate::workspace::{Workspace, WorkspacePool};
 
 /// The enumeration-free convex solver. It keeps the memory of its solves
-/// for the next ones (one [`Workspace`] per solve running at once); a
-/// clone starts without.
+/// for the next ones (one [`Workspace`] per solve running at once), and
+/// its clones share it; [`ConvexSolver::with_shared_workspaces`] draws it
+/// from the process's pool instead.
 #[derive(Debug, Clone, Default)]
 pub struct ConvexSolver {
     budget: Budget,
-    workspaces: WorkspacePool,
+    workspaces: Arc<WorkspacePool>,
 }
+
+/// The process's workspaces, for solvers made for one call
+/// ([`ConvexSolver::with_shared_workspaces`]): at most one per thread the
+/// machine runs at once, so a long-lived process keeps at most that many
+/// programs' vectors.
+static SHARED_WORKSPACES: LazyLock<Arc<WorkspacePool>> = LazyLock::new(|| {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Arc::new(WorkspacePool::keeping(threads))
+});
 
 impl Solve for ConvexSolver {
     type Solution = ConvexSolution;
@@ -71,6 +82,17 @@ impl ConvexSolver {
     pub fn with_time_limit(self, time_limit: Option<std::time::Duration>) -> Self {
         let budget = self.budget.with_time_limit(time_limit);
         self.with_budget(budget)
+    }
+
+    /// The solver with the process's workspaces, shared with every other
+    /// solver made so: for a solver made for one call (a Python call, one
+    /// decoding step), whose own workspaces would go with it, so that each
+    /// call would fault in a full-vocabulary program's memory afresh.
+    pub fn with_shared_workspaces(self) -> Self {
+        Self {
+            workspaces: Arc::clone(&SHARED_WORKSPACES),
+            ..self
+        }
     }
 
     /// The target gap, iteration cap and time limit.
