@@ -186,3 +186,23 @@ pub fn small_problems(kind: SchemeKind) -> impl Strategy<Value = Problem> {
     )
         .prop_map(move |(v, n, w, zero, peaked)| small_problem(kind, v, n, &w, &zero, peaked))
 }
+
+/// Random problems of independent drafts that repeat their laws (several
+/// samples of one draft model): 3 or 4 drafts, each the law of one of the
+/// first two drafts of a [`small_problems`] instance of independent
+/// drafts, so that some law is drawn at least twice.
+pub fn repeated_laws_problems() -> impl Strategy<Value = Problem> {
+    (
+        small_problems(SchemeKind::Independent),
+        prop::collection::vec(0usize..2, 3..=4),
+    )
+        .prop_map(|(problem, pattern)| {
+            let laws = problem.drafts().drafts();
+            let drafts = pattern.iter().map(|&i| laws[i % laws.len()].clone());
+            Problem::new(
+                problem.target().clone(),
+                DraftScheme::independent(drafts.collect()).expect("valid scheme"),
+            )
+            .expect("same vocabulary")
+        })
+}

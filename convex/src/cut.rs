@@ -6,7 +6,9 @@ use std::ops::Range;
 
 use mdsd_bounds::{RATIO_BUCKETS, ratio_key_bucket, tokens_in_buckets};
 
-use crate::potential::independent::product_without;
+use mdsd_core::powi_count;
+
+use crate::potential::independent::{draft_weights, over_drafts};
 
 /// Tokens whose keys are made in one pass and summed into their buckets
 /// while they are in L1.
@@ -19,7 +21,8 @@ fn canonical(key: f64) -> f64 {
 }
 
 /// A set H of tokens, as a mask, with its cut p(H) - Π_i q_i(H), p(H)
-/// and each q_i(H).
+/// and each q_i(H) (one per distinct law; the product is over the drafts,
+/// each law's factor to the power of its count, `over_drafts`).
 pub(crate) struct PrefixCut {
     pub in_h: Vec<bool>,
     pub cut: f64,
@@ -41,8 +44,13 @@ pub(crate) struct PrefixCut {
 /// adds, and the product grows in each q_i). Only the buckets whose bound
 /// is below the best end of a bucket are sorted and scanned token by
 /// token.
-pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[&[f64]]) -> PrefixCut {
-    best_prefix_cut_by(|range, keys| keys.copy_from_slice(&key[range]), p, q)
+pub(crate) fn best_prefix_cut(key: &[f64], p: &[f64], q: &[&[f64]], counts: &[usize]) -> PrefixCut {
+    best_prefix_cut_by(
+        |range, keys| keys.copy_from_slice(&key[range]),
+        p,
+        q,
+        counts,
+    )
 }
 
 /// `best_prefix_cut` with the keys of the tokens in `range` written by
@@ -53,6 +61,7 @@ fn best_prefix_cut_by(
     keys_of: impl Fn(Range<usize>, &mut [f64]),
     p: &[f64],
     q: &[&[f64]],
+    counts: &[usize],
 ) -> PrefixCut {
     let width = q.len() + 1;
     // Per bucket: Σ p, then Σ q_i, in one row. Each token's bucket once,
@@ -85,7 +94,7 @@ fn best_prefix_cut_by(
         before.push(running.clone());
         let row = &sums[b * width..][..width];
         running.iter_mut().zip(row).for_each(|(m, x)| *m += x);
-        let cut = running[0] - running[1..].iter().product::<f64>();
+        let cut = running[0] - over_drafts(&running[1..], counts);
         if cut < best.0 {
             best = (cut, Prefix::Through(b), running.clone());
         }
@@ -94,8 +103,8 @@ fn best_prefix_cut_by(
         let mut refined = vec![false; RATIO_BUCKETS];
         for (&b, before) in occupied.iter().zip(&before) {
             let row = &sums[b * width..][..width];
-            let least: f64 = (before[1..].iter().zip(&row[1..]))
-                .map(|(m, x)| m + x)
+            let least: f64 = (before[1..].iter().zip(&row[1..]).zip(counts))
+                .map(|((m, x), &count)| powi_count(m + x, count))
                 .product();
             refined[b] = before[0] - least < best.0;
         }
@@ -120,7 +129,7 @@ fn best_prefix_cut_by(
             let y = inside[at].1;
             masses[0] += p[y];
             (masses[1..].iter_mut().zip(q)).for_each(|(m, law)| *m += law[y]);
-            let cut = masses[0] - masses[1..].iter().product::<f64>();
+            let cut = masses[0] - over_drafts(&masses[1..], counts);
             if cut < best.0 {
                 best = (cut, Prefix::Within(b, at), masses.clone());
             }
@@ -179,7 +188,8 @@ enum Prefix {
 /// An H that minimises the cut p(H) - Π_i q_i(H), searched for
 /// combinatorially, and its cut. Linearising the product at the current
 /// H, a token belongs to H when its p is below the cut's first-order
-/// decrease Σ_i λ_i q_i(y), λ_i = Π_(j≠i) q_j(H) (the i.i.d. rule's H* is
+/// decrease Σ_i λ_i q_i(y), λ_i = Π_(j≠i) q_j(H) (per distinct law, the
+/// sum over its drafts, `draft_weights`; the i.i.d. rule's H* is
 /// the fixed point of this: p / q below n q(H)^(n-1)); rather than that
 /// threshold, each round takes the best prefix of the tokens by ascending
 /// p / Σ_i λ_i q_i, from H = every token until the prefix repeats or the
@@ -190,15 +200,14 @@ enum Prefix {
 /// tokens move in or out while that lowers the cut exactly. Nothing
 /// proves the result optimal: it is checked, as any H is, by the programs
 /// that it starts (`ConvexSolver::solve_independent`).
-pub(crate) fn searched_cut(p: &[f64], q: &[&[f64]]) -> (Vec<bool>, f64) {
+pub(crate) fn searched_cut(p: &[f64], q: &[&[f64]], counts: &[usize]) -> (Vec<bool>, f64) {
     const ROUNDS: usize = 32;
-    let weights =
-        |mass: &[f64]| -> Vec<f64> { (0..q.len()).map(|i| product_without(mass, &[i])).collect() };
+    let weights = |mass: &[f64]| draft_weights(mass, counts);
     // The first round from H = every token, where each law's mass is 1 (a
-    // law lives on its drafted tokens), so λ = 1 without a pass over the
-    // laws (for laws of other masses, only a first order); every round
-    // sets H, p(H) and the q_i(H).
-    let mut lambda = vec![1.0; q.len()];
+    // law lives on its drafted tokens), so λ is each law's count without a
+    // pass over the laws (for laws of other masses, only a first order);
+    // every round sets H, p(H) and the q_i(H).
+    let mut lambda: Vec<f64> = counts.iter().map(|&count| count as f64).collect();
     let (mut in_h, mut p_h, mut mass) = (vec![true; p.len()], 0.0, Vec::new());
     for _ in 0..ROUNDS {
         // p / Σ_i λ_i q_i, law by law over a block, then the divisions.
@@ -209,7 +218,7 @@ pub(crate) fn searched_cut(p: &[f64], q: &[&[f64]]) -> (Vec<bool>, f64) {
             }
             (keys.iter_mut().zip(&p[range])).for_each(|(k, p)| *k = p / *k);
         };
-        let next = best_prefix_cut_by(order, p, q);
+        let next = best_prefix_cut_by(order, p, q, counts);
         let repeats = next.in_h == in_h;
         (in_h, p_h, mass) = (next.in_h, next.p_h, next.q_h);
         let moved = weights(&mass);
@@ -226,18 +235,18 @@ pub(crate) fn searched_cut(p: &[f64], q: &[&[f64]]) -> (Vec<bool>, f64) {
     // Whether moving y lowers the cut, for masses `mass` of product `now`.
     let lowers = |y: usize, in_h: &[bool], mass: &[f64], now: f64| -> bool {
         let sign = if in_h[y] { -1.0 } else { 1.0 };
-        let after: f64 = (mass.iter().zip(q))
-            .map(|(m, law)| m + sign * law[y])
+        let after: f64 = (mass.iter().zip(q).zip(counts))
+            .map(|((m, law), &count)| powi_count(m + sign * law[y], count))
             .product();
         sign * p[y] - (after - now) < -LOWER
     };
     for _ in 0..ROUNDS {
-        let now: f64 = mass.iter().product();
+        let now = over_drafts(&mass, counts);
         let Some(first) = (0..p.len()).find(|&y| lowers(y, &in_h, &mass, now)) else {
             break;
         };
         for y in first..p.len() {
-            if lowers(y, &in_h, &mass, mass.iter().product()) {
+            if lowers(y, &in_h, &mass, over_drafts(&mass, counts)) {
                 let sign = if in_h[y] { -1.0 } else { 1.0 };
                 in_h[y] = !in_h[y];
                 p_h += sign * p[y];
@@ -247,7 +256,7 @@ pub(crate) fn searched_cut(p: &[f64], q: &[&[f64]]) -> (Vec<bool>, f64) {
     }
     // The masses as the rounds and moves kept them: sums by buckets of
     // the key, within 1e-15 of any other order of addition.
-    (in_h, p_h - mass.iter().product::<f64>())
+    (in_h, p_h - over_drafts(&mass, counts))
 }
 
 #[cfg(test)]
@@ -347,7 +356,7 @@ mod tests {
             vec![spread(0.754_877_666_2), spread(0.569_840_290_9)],
         );
         let key: Vec<f64> = (0..v).map(|y| p[y] / (q[0][y] + q[1][y])).collect();
-        let PrefixCut { in_h, cut, .. } = best_prefix_cut(&key, &p, &views(&q));
+        let PrefixCut { in_h, cut, .. } = best_prefix_cut(&key, &p, &views(&q), &vec![1; q.len()]);
         let expected = sorted_prefix_cut(&key, &p, &q);
         assert!(cut < -0.1, "a cut of {cut}: H is not trivial");
         assert!((cut - expected).abs() < 1e-12, "{cut} vs {expected}");
@@ -364,7 +373,7 @@ mod tests {
         /// lowers it by more than rounding.
         #[test]
         fn searched_cut_is_its_masks((p, q, _, _) in instances()) {
-            let (in_h, cut) = searched_cut(&p, &views(&q));
+            let (in_h, cut) = searched_cut(&p, &views(&q), &vec![1; q.len()]);
             let of_mask = mass_in(&p, &in_h) - q.iter().map(|law| mass_in(law, &in_h)).product::<f64>();
             prop_assert!((of_mask - cut).abs() < 1e-12, "{} vs {}", of_mask, cut);
             for y in 0..p.len() {
@@ -373,6 +382,28 @@ mod tests {
                 let after = mass_in(&p, &moved) - q.iter().map(|law| mass_in(law, &moved)).product::<f64>();
                 prop_assert!(after >= cut - 1e-12, "moving token {} lowers the cut to {}", y, after);
             }
+        }
+
+        /// Each distinct law once with its count of drafts gives what its
+        /// drafts give one by one: the search's H and cut, and the best
+        /// prefix's, to rounding.
+        #[test]
+        fn a_law_counted_once_is_its_drafts(
+            (p, q, key, _) in instances(),
+            counts in prop::collection::vec(1usize..=3, 3),
+        ) {
+            let counts = &counts[..q.len()];
+            let expanded: Vec<Vec<f64>> = (q.iter().zip(counts))
+                .flat_map(|(law, &count)| std::iter::repeat_n(law.clone(), count))
+                .collect();
+            let ones = vec![1; expanded.len()];
+            let (in_h, cut) = searched_cut(&p, &views(&q), counts);
+            let (want_h, want_cut) = searched_cut(&p, &views(&expanded), &ones);
+            prop_assert!((cut - want_cut).abs() < 1e-12, "{} vs {}", cut, want_cut);
+            prop_assert_eq!(in_h, want_h);
+            let prefix = best_prefix_cut(&key, &p, &views(&q), counts);
+            let want = best_prefix_cut(&key, &p, &views(&expanded), &ones);
+            prop_assert!((prefix.cut - want.cut).abs() < 1e-12, "{} vs {}", prefix.cut, want.cut);
         }
 
         /// The bucketed scan finds the sorted scan's least cut (to 1e-12,
@@ -388,7 +419,7 @@ mod tests {
             } else {
                 key
             };
-            let PrefixCut { in_h, cut, p_h, q_h } = best_prefix_cut(&key, &p, &views(&q));
+            let PrefixCut { in_h, cut, p_h, q_h } = best_prefix_cut(&key, &p, &views(&q), &vec![1; q.len()]);
             prop_assert!((mass_in(&p, &in_h) - p_h).abs() < 1e-12, "p(H) {} vs {}", mass_in(&p, &in_h), p_h);
             for (law, m) in q.iter().zip(&q_h) {
                 prop_assert!((mass_in(law, &in_h) - m).abs() < 1e-12, "q(H) {} vs {}", mass_in(law, &in_h), m);

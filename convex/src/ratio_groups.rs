@@ -73,8 +73,13 @@ pub(crate) trait Groupable: Potential {
     type Over<'b>: Groupable
     where
         Self: 'b;
-    /// Each draft law's q on the program's tokens (one for i.i.d. drafts).
+    /// Each distinct draft law's q on the program's tokens (one for i.i.d.
+    /// drafts).
     fn laws(&self) -> Vec<&[f64]>;
+    /// Per law, its weight in the ratio's q = Σ counts_i q_i: the number
+    /// of drafts drawn from it. One law needs no weight (a ratio's scale
+    /// orders the groups alike) and takes 1.
+    fn counts(&self) -> &[usize];
     /// This potential over tokens whose laws are `laws`.
     fn over<'b>(&'b self, laws: &'b [Vec<f64>]) -> Self::Over<'b>;
     /// P(S > 0), the total of r whatever theta.
@@ -89,6 +94,10 @@ impl Groupable for Selectable<'_> {
 
     fn laws(&self) -> Vec<&[f64]> {
         vec![self.q]
+    }
+
+    fn counts(&self) -> &[usize] {
+        &[1]
     }
 
     fn over<'b>(&'b self, laws: &'b [Vec<f64>]) -> Selectable<'b> {
@@ -114,8 +123,12 @@ impl Groupable for Independent<'_> {
         self.q.iter().map(Vec::as_slice).collect()
     }
 
+    fn counts(&self) -> &[usize] {
+        self.counts
+    }
+
     fn over<'b>(&'b self, laws: &'b [Vec<f64>]) -> Independent<'b> {
-        Independent::new(laws, self.base, self.flat)
+        Independent::new(laws, self.counts, self.base, self.flat)
     }
 
     fn selected_mass(&self) -> f64 {
@@ -205,6 +218,7 @@ fn warm_start<P: Groupable>(
     workspace: &mut Workspace,
 ) -> Option<(Vec<f64>, usize)> {
     let (laws, p) = (program.potential.laws(), program.p);
+    let counts = program.potential.counts();
     let shift = 52 - bits;
     let most_ratios = ((RATIO_CEILING.to_bits() - RATIO_FLOOR.to_bits()) >> shift) as usize + 1;
     let mut odds = Odds::new(52 - bits.saturating_sub(GROUP_BITS - ODDS_BITS));
@@ -220,7 +234,7 @@ fn warm_start<P: Groupable>(
     // pass this light costs less than waking the pool's other workers.
     let places: Vec<Place> = (0..p.len())
         .map(|y| {
-            let inverse = 1.0 / laws.iter().map(|law| law[y]).sum::<f64>();
+            let inverse = 1.0 / draft_mass(&laws, counts, y);
             let ratio = p[y] * inverse;
             let mut cells = 0;
             let last = laws[laws.len() - 1][y];
@@ -293,8 +307,9 @@ fn warm_start<P: Groupable>(
     // the slopes towards either neighbour (0 where there is none), so that
     // a token costs a lookup and a multiplication.
     let theta = &grouped.theta;
+    let grouped_views: Vec<&[f64]> = grouped_laws.iter().map(Vec::as_slice).collect();
     let centre: Vec<f64> = (0..occupied.len())
-        .map(|i| grouped_p[i] / grouped_laws.iter().map(|law| law[i]).sum::<f64>())
+        .map(|i| grouped_p[i] / draft_mass(&grouped_views, counts, i))
         .collect();
     let odds_cell = |i: usize| occupied[i] / ratios;
     let slope = |i: usize, neighbour: usize| -> f64 {
@@ -321,6 +336,14 @@ fn warm_start<P: Groupable>(
     Some((start, grouped.iterations))
 }
 
+/// The ratio's q of token y: Σ_i counts_i q_i(y), the expected number of
+/// drafts on y.
+fn draft_mass(laws: &[&[f64]], counts: &[usize], y: usize) -> f64 {
+    (laws.iter().zip(counts))
+        .map(|(law, &count)| count as f64 * law[y])
+        .sum()
+}
+
 /// A start from the model r_y = q_y g0 e^(theta_y) (the selection law of a
 /// token of small q, whose weight scales its share; q = Σ_i q_i for
 /// several laws), clipped to the box: theta_y = clamp(ln(p_y / (q_y
@@ -337,8 +360,9 @@ fn model_start<P: Groupable>(program: &Program<P>) -> Vec<f64> {
     match laws.as_slice() {
         [q] => log_ratio_start(q, program.p, program.bounds, total),
         _ => {
+            let counts = program.potential.counts();
             let q: Vec<f64> = (0..program.p.len())
-                .map(|y| laws.iter().map(|law| law[y]).sum())
+                .map(|y| draft_mass(&laws, counts, y))
                 .collect();
             log_ratio_start(&q, program.p, program.bounds, total)
         }
@@ -491,7 +515,8 @@ mod tests {
         );
         for laws in [vec![sharp.clone(), flat.clone()], vec![sharp, cut, flat]] {
             let base = vec![0.0; laws.len()];
-            let potential = Independent::new(&laws, &base, true);
+            let ones = vec![1; laws.len()];
+            let potential = Independent::new(&laws, &ones, &base, true);
             let program = Program {
                 name: "test",
                 potential: &potential,

@@ -2,7 +2,7 @@
 //! forms equal to enumeration, the verifier rows of docs/TEST_VECTORS.md, and the
 //! harness catching broken verifiers.
 
-use mdsd_benches::{normalised, small_problems};
+use mdsd_benches::{normalised, repeated_laws_problems, small_problems};
 use mdsd_core::{DEFAULT_ENUMERATION_LIMIT, DraftScheme, Problem, SchemeKind};
 use mdsd_verify::{
     KHISTI_MAX_TRUNCATION, KHISTI_TRUNCATION, Khisti, OutputLaw, Verifier, VerifierKind,
@@ -100,6 +100,10 @@ proptest! {
 
     #[test]
     fn independent(problem in small_problems(SchemeKind::Independent)) { check(&problem)?; }
+
+    /// Several drafts from one law, which the convex solver takes once.
+    #[test]
+    fn independent_with_repeated_laws(problem in repeated_laws_problems()) { check(&problem)?; }
 
     #[test]
     fn hub(problem in small_problems(SchemeKind::Hub)) { check(&problem)?; }

@@ -30,6 +30,16 @@
 //! found by conjugate gradients on Hessian-vector products over the free
 //! tokens (`FreeHessian`), each 2n such sums, not by the i.i.d. Hessian's
 //! Woodbury structure.
+//!
+//! Drafts drawn from one law (several samples of one draft model) share
+//! their phi_i, and so their terms: the potential holds each distinct law
+//! once with its count of drafts (`counts`), every sum over tokens runs
+//! once per distinct law, with the kernels of a law's drafts added up, and
+//! only the products over drafts at each node, O(n) numbers, run draft by
+//! draft (`per_draft`). Two samples from each of two models cost what two
+//! drafts cost, not four.
+
+use mdsd_core::powi_count;
 
 use crate::newton::{Evaluation, Potential, newton_by_conjugate_gradients};
 use crate::numeric::{lane_sum, sum_where};
@@ -39,38 +49,91 @@ use crate::workspace::Workspace;
 
 /// The selectable tokens of one side of a problem with independent drafts.
 pub(crate) struct Independent<'a> {
-    /// q_i on the selectable tokens, one row per draft.
+    /// q on the selectable tokens, one row per distinct draft law.
     pub q: &'a [Vec<f64>],
-    /// Per draft, the mass of the tokens drafted but never selected.
+    /// Per law, the number of drafts drawn from it (n in all).
+    pub counts: &'a [usize],
+    /// Per law, the mass of the tokens drafted but never selected.
     pub base: &'a [f64],
     /// Whether Newton's iteration may take the direction's component along
     /// 1 off (`Potential::flat_along_ones`): true for the outer and inner
     /// programs, false for the separating one over every drafted token,
     /// whose objective drifts along 1 by 1 - p(drafted tokens).
     pub flat: bool,
-    /// Per draft, the mass of its world, s_i = base_i + Σ q_i: every
+    /// Per law, the mass of its world, s_i = base_i + Σ q_i: every
     /// evaluation's, summed once.
     worlds: Vec<f64>,
+    /// Per draft, its law; per law, its first draft.
+    law_of: Vec<usize>,
+    first: Vec<usize>,
 }
 
 impl<'a> Independent<'a> {
-    pub(crate) fn new(q: &'a [Vec<f64>], base: &'a [f64], flat: bool) -> Self {
+    pub(crate) fn new(q: &'a [Vec<f64>], counts: &'a [usize], base: &'a [f64], flat: bool) -> Self {
         let worlds = (q.iter().zip(base))
             .map(|(law, base)| base + lane_sum(law))
             .collect();
+        let law_of: Vec<usize> = (counts.iter().enumerate())
+            .flat_map(|(law, &count)| std::iter::repeat_n(law, count))
+            .collect();
+        let first = (counts.iter())
+            .scan(0, |first, &count| {
+                let this = *first;
+                *first += count;
+                Some(this)
+            })
+            .collect();
         Self {
             q,
+            counts,
             base,
             flat,
             worlds,
+            law_of,
+            first,
         }
     }
 
     /// P(S > 0): some draft on a selectable token, Π_i (base_i + Σ q_i) -
     /// Π_i base_i, the total of r whatever theta.
     pub(crate) fn selected_mass(&self) -> f64 {
-        self.worlds.iter().product::<f64>() - self.base.iter().product::<f64>()
+        over_drafts(&self.worlds, self.counts) - over_drafts(self.base, self.counts)
     }
+
+    /// A value per law as one per draft.
+    fn per_draft(&self, per_law: impl Fn(usize) -> f64) -> Vec<f64> {
+        self.law_of.iter().map(|&law| per_law(law)).collect()
+    }
+
+    /// Law `law`'s count of drafts as a factor.
+    fn count(&self, law: usize) -> f64 {
+        self.counts[law] as f64
+    }
+}
+
+/// Per law, the derivative of Π over the drafts of their law's value in
+/// that law's value: its count times the product over its other drafts
+/// and every other law's.
+pub(crate) fn draft_weights(per_law: &[f64], counts: &[usize]) -> Vec<f64> {
+    (0..per_law.len())
+        .map(|law| {
+            let others: f64 = (per_law.iter().zip(counts).enumerate())
+                .map(|(other, (&x, &count))| match other == law {
+                    true => powi_count(x, count - 1),
+                    false => powi_count(x, count),
+                })
+                .product();
+            counts[law] as f64 * others
+        })
+        .collect()
+}
+
+/// Π over the drafts of their law's value: each law's value to the power
+/// of its count.
+pub(crate) fn over_drafts(per_law: &[f64], counts: &[usize]) -> f64 {
+    (per_law.iter().zip(counts))
+        .map(|(&x, &count)| powi_count(x, count))
+        .product()
 }
 
 /// What a Newton direction needs of an evaluation: the nodes, each
@@ -200,7 +263,7 @@ impl Kernels {
 }
 
 /// Π_{j ∉ skip} phi_j.
-pub(crate) fn product_without(phi: &[f64], skip: &[usize]) -> f64 {
+fn product_without(phi: &[f64], skip: &[usize]) -> f64 {
     (phi.iter().enumerate())
         .filter(|(j, _)| !skip.contains(j))
         .map(|(_, f)| f)
@@ -218,7 +281,7 @@ fn per_token(q: &[Vec<f64>], values: &[Vec<f64>]) -> Vec<f64> {
 
 impl Independent<'_> {
     fn drafts(&self) -> usize {
-        self.q.len()
+        self.law_of.len()
     }
 }
 
@@ -226,7 +289,13 @@ impl Independent<'_> {
 /// with vectors zero on the held tokens need no sum over those): their
 /// q_i, r and buckets, the evaluation's nodes and phi, and `own`.
 struct FreeHessian<'a> {
+    /// q of each law on the free tokens.
     q: Vec<Vec<f64>>,
+    /// The potential's drafts: per law its count and first draft, per
+    /// draft its law.
+    counts: Vec<usize>,
+    first: Vec<usize>,
+    law_of: Vec<usize>,
     r: Vec<f64>,
     tokens: Sums,
     kernels: &'a Kernels,
@@ -252,14 +321,18 @@ impl<'a> FreeHessian<'a> {
             .map(|law| free.iter().map(|&y| law[y]).collect())
             .collect();
         let values: Vec<Vec<f64>> = (0..q.len())
-            .map(|i| {
-                let kernel = kernels.hessian_kernel(|phi| product_without(phi, &[i]));
+            .map(|law| {
+                let (first, count) = (potential.first[law], potential.count(law));
+                let kernel = kernels.hessian_kernel(|phi| count * product_without(phi, &[first]));
                 tokens.smooth(&kernels.c, &kernel, 1, 2)
             })
             .collect();
         Self {
             own: per_token(&q, &values),
             r: free.iter().map(|&y| at.marginal[y]).collect(),
+            counts: potential.counts.to_vec(),
+            first: potential.first.clone(),
+            law_of: potential.law_of.clone(),
             q,
             tokens,
             kernels,
@@ -268,27 +341,25 @@ impl<'a> FreeHessian<'a> {
 
     /// The Hessian times `v`.
     fn times(&self, v: &[f64]) -> Vec<f64> {
-        let (n, kernels, tokens) = (self.q.len(), self.kernels, &self.tokens);
-        // psi_j(c_k) = Σ_z q_j(z) a_z v_z e^(-a_z c_k).
-        let psi: Vec<Vec<f64>> = (0..n)
-            .map(|j| {
-                tokens.transform(
-                    |z| self.q[j][z] * tokens.weight(z) * v[z],
-                    &kernels.c,
-                    false,
-                )
-            })
+        let (kernels, tokens) = (self.kernels, &self.tokens);
+        let n = self.law_of.len();
+        // psi_j(c_k) = Σ_z q_j(z) a_z v_z e^(-a_z c_k), once per law.
+        let psi: Vec<Vec<f64>> = (self.q.iter())
+            .map(|law| tokens.transform(|z| law[z] * tokens.weight(z) * v[z], &kernels.c, false))
             .collect();
-        // Per draft i: ∫ c e^(-a_y c) Σ_{j≠i} Π_{k∉{i,j}} phi_k psi_j dc.
-        let cross: Vec<Vec<f64>> = (0..n)
-            .map(|i| {
+        // Per draft i: ∫ c e^(-a_y c) Σ_{j≠i} Π_{k∉{i,j}} phi_k psi_j dc,
+        // the same for the drafts of one law: once per law, times its
+        // count.
+        let cross: Vec<Vec<f64>> = (0..self.q.len())
+            .map(|law| {
+                let (i, count) = (self.first[law], self.counts[law] as f64);
                 let kernel: Vec<f64> = (kernels.c.iter().zip(&kernels.phi).enumerate())
                     .map(|(k, (&c, phi))| {
                         let coupled: f64 = (0..n)
                             .filter(|&j| j != i)
-                            .map(|j| product_without(phi, &[i, j]) * psi[j][k])
+                            .map(|j| product_without(phi, &[i, j]) * psi[self.law_of[j]][k])
                             .sum();
-                        STEP * c * c * coupled
+                        STEP * c * c * count * coupled
                     })
                     .collect();
                 tokens.smooth(&kernels.c, &kernel, 1, 2)
@@ -306,15 +377,30 @@ impl<'a> FreeHessian<'a> {
     /// The diagonal: r_y - E[π_y²]; the part of two drafts on one token
     /// has e^(-2 a_y c).
     fn diagonal(&self) -> Vec<f64> {
-        let (n, kernels, tokens) = (self.q.len(), self.kernels, &self.tokens);
+        let (laws, kernels, tokens) = (self.q.len(), self.kernels, &self.tokens);
         let mut pairs = vec![0.0; self.r.len()];
-        for i in 0..n {
-            for j in i + 1..n {
+        // The pairs of drafts i < j by their laws: k (k - 1) / 2 of one law
+        // of k drafts, k k' of two laws, each pair of a kind with one
+        // kernel.
+        for l in 0..laws {
+            for m in l..laws {
+                let (count, j) = match l == m {
+                    true => (
+                        self.counts[l] * self.counts[l].saturating_sub(1) / 2,
+                        self.first[l] + 1,
+                    ),
+                    false => (self.counts[l] * self.counts[m], self.first[m]),
+                };
+                if count == 0 {
+                    continue;
+                }
+                let i = self.first[l];
                 let kernel = kernels.hessian_kernel(|phi| product_without(phi, &[i, j]));
                 let values = tokens.smooth(&kernels.c, &kernel, 2, 2);
                 // Both orders of the two drafts.
+                let factor = 2.0 * count as f64;
                 (pairs.iter_mut().zip(values).enumerate())
-                    .for_each(|(y, (p, x))| *p += 2.0 * self.q[i][y] * self.q[j][y] * x);
+                    .for_each(|(y, (p, x))| *p += factor * self.q[l][y] * self.q[m][y] * x);
             }
         }
         (0..self.r.len())
@@ -341,7 +427,7 @@ impl Potential for Independent<'_> {
         let shifts: Vec<Vec<f64>> = (compact.q.iter())
             .map(|law| tokens.transform(|y| law[y], &c, true))
             .collect();
-        let worlds = &self.worlds;
+        let worlds = self.per_draft(|law| self.worlds[law]);
         let selectable = self.selected_mass();
         let mut potential = 0.0;
         let mut phi_at = Vec::with_capacity(c.len());
@@ -353,13 +439,11 @@ impl Potential for Independent<'_> {
             } else {
                 STEP
             };
-            let phi: Vec<f64> = (worlds.iter().zip(&shifts))
-                .map(|(s, shift)| s + shift[k])
-                .collect();
+            let phi = self.per_draft(|law| self.worlds[law] + shifts[law][k]);
             // Π phi_i - Π s_i, accumulated factor by factor.
             let (mut worlds_so_far, mut product_shift) = (1.0, 0.0);
             for i in 0..n {
-                product_shift = product_shift * phi[i] + worlds_so_far * shifts[i][k];
+                product_shift = product_shift * phi[i] + worlds_so_far * shifts[self.law_of[i]][k];
                 worlds_so_far *= worlds[i];
             }
             // (m e^(-c) - (Π phi - Π base)) = m (e^(-c) - 1) - (Π phi - Π s).
@@ -367,11 +451,13 @@ impl Potential for Independent<'_> {
             phi_at.push(phi);
         }
         // r_y = a_y Σ_i q_i(y) ∫ e^(-a_y c) Π_{j≠i} phi_j dc, each integral
-        // with the Jacobian c of c = e^u.
-        let selected: Vec<Vec<f64>> = (0..n)
-            .map(|i| {
+        // with the Jacobian c of c = e^u; the drafts of one law have one
+        // kernel, taken once per law with its count.
+        let selected: Vec<Vec<f64>> = (0..self.q.len())
+            .map(|law| {
+                let (first, count) = (self.first[law], self.count(law));
                 let kernel: Vec<f64> = (c.iter().zip(&phi_at))
-                    .map(|(&ck, phi)| STEP * ck * product_without(phi, &[i]))
+                    .map(|(&ck, phi)| STEP * ck * count * product_without(phi, &[first]))
                     .collect();
                 tokens.smooth(&c, &kernel, 1, 1)
             })
@@ -462,13 +548,13 @@ impl Potential for Independent<'_> {
     /// of the cancellation of Π s_i - Π (s_i - q_i(y)) for a token of
     /// small q.
     fn saturation(&self) -> Option<impl Fn(usize) -> f64 + '_> {
-        let worlds: f64 = self.worlds.iter().product();
+        let worlds = over_drafts(&self.worlds, self.counts);
         Some(move |y: usize| {
             if worlds <= 0.0 {
                 return 0.0;
             }
-            let some = (self.q.iter().zip(&self.worlds)).fold(0.0, |some, (law, world)| {
-                some + law[y] / world * (1.0 - some)
+            let some = (self.law_of.iter()).fold(0.0, |some, &law| {
+                some + self.q[law][y] / self.worlds[law] * (1.0 - some)
             });
             worlds * some
         })
@@ -563,7 +649,8 @@ mod tests {
             ),
         ];
         for (q, base, theta) in cases {
-            let potential = Independent::new(&q, &base, true);
+            let ones = vec![1; q.len()];
+            let potential = Independent::new(&q, &ones, &base, true);
             let at = potential.evaluate(&theta, &mut Workspace::default());
             let (r, value) = enumerated(&q, &base, &theta);
             for (got, want) in at.marginal.iter().zip(&r) {
@@ -601,7 +688,8 @@ mod tests {
             (vec![vec![0.3, 1e-12, 0.2]; 3], vec![0.2; 3]),
         ];
         for (q, base) in cases {
-            let potential = Independent::new(&q, &base, true);
+            let ones = vec![1; q.len()];
+            let potential = Independent::new(&q, &ones, &base, true);
             let limit = potential.saturation().expect("independent drafts know it");
             let v = q[0].len();
             let mut inclusion = vec![0.0; v];
@@ -648,11 +736,85 @@ mod tests {
         }
     }
 
+    /// Each distinct law once with its count of drafts gives what its
+    /// drafts give one by one: the potential, r, the Hessian's products
+    /// and diagonal, the saturation and P(S > 0), to rounding, on free
+    /// and held tokens, with and without a never-selected mass.
+    #[test]
+    fn a_law_counted_once_is_its_drafts() {
+        let (a, b) = (vec![0.4, 0.3, 0.2, 0.05], vec![0.1, 0.5, 0.25, 0.1]);
+        // (distinct laws, counts, base per law, theta).
+        type Case = (Vec<Vec<f64>>, Vec<usize>, Vec<f64>, Vec<f64>);
+        let cases: Vec<Case> = vec![
+            (
+                vec![a.clone()],
+                vec![3],
+                vec![0.05],
+                vec![0.0, -2.0, -0.7, -2.0],
+            ),
+            (
+                vec![a.clone(), b.clone()],
+                vec![2, 1],
+                vec![0.05, 0.05],
+                vec![0.0, -2.0, -0.7, -4.0],
+            ),
+            (
+                vec![b.clone(), a.clone()],
+                vec![2, 2],
+                vec![0.0, 0.0],
+                vec![0.3, 1.5, 0.0, 2.5],
+            ),
+            (
+                vec![a, b],
+                vec![1, 3],
+                vec![0.05, 0.05],
+                vec![-1.0, -1.0, -0.2, -1.0],
+            ),
+        ];
+        for (laws, counts, base, theta) in cases {
+            let expanded: Vec<Vec<f64>> = (laws.iter().zip(&counts))
+                .flat_map(|(law, &count)| std::iter::repeat_n(law.clone(), count))
+                .collect();
+            let expanded_base: Vec<f64> = (base.iter().zip(&counts))
+                .flat_map(|(&b, &count)| std::iter::repeat_n(b, count))
+                .collect();
+            let ones = vec![1; expanded.len()];
+            let counted = Independent::new(&laws, &counts, &base, true);
+            let apart = Independent::new(&expanded, &ones, &expanded_base, true);
+            let close = |x: f64, y: f64, what: &str| {
+                assert!(
+                    (x - y).abs() <= 1e-14 * (1.0 + y.abs()),
+                    "{what}: {x} vs {y}, counts {counts:?}"
+                );
+            };
+            close(counted.selected_mass(), apart.selected_mass(), "P(S > 0)");
+            let mut workspace = Workspace::default();
+            let (at, want) = (
+                counted.evaluate(&theta, &mut workspace),
+                apart.evaluate(&theta, &mut workspace),
+            );
+            close(at.potential, want.potential, "potential");
+            (at.marginal.iter().zip(&want.marginal)).for_each(|(&x, &y)| close(x, y, "r"));
+            let (limit, want_limit) = (counted.saturation().unwrap(), apart.saturation().unwrap());
+            (0..theta.len()).for_each(|y| close(limit(y), want_limit(y), "saturation"));
+            for free in [vec![0, 1, 2, 3], vec![1, 3]] {
+                let hessian = FreeHessian::new(&counted, &theta, &at, &free);
+                let expected = FreeHessian::new(&apart, &theta, &want, &free);
+                let v: Vec<f64> = (0..free.len()).map(|i| 0.3 - 0.2 * i as f64).collect();
+                (hessian.times(&v).iter().zip(expected.times(&v)))
+                    .for_each(|(&x, y)| close(x, y, "Hv"));
+                (hessian.diagonal().iter().zip(expected.diagonal()))
+                    .for_each(|(&x, y)| close(x, y, "diagonal"));
+            }
+        }
+    }
+
     /// A side without tokens (an empty H) has potential 0 and no r.
     #[test]
     fn no_tokens() {
         let (q, base) = (vec![Vec::new(), Vec::new()], vec![0.5, 1.0]);
-        let potential = Independent::new(&q, &base, true);
+        let ones = vec![1; q.len()];
+        let potential = Independent::new(&q, &ones, &base, true);
         let at = potential.evaluate(&[], &mut Workspace::default());
         assert_eq!((at.potential, at.marginal.len()), (0.0, 0));
     }
@@ -663,7 +825,8 @@ mod tests {
         let q = vec![vec![0.4, 0.3, 0.2, 0.1], vec![0.1, 0.5, 0.3, 0.1]];
         let base = vec![0.0, 0.0];
         let theta = vec![0.0, -2.0, -0.7, -2.0];
-        let potential = Independent::new(&q, &base, true);
+        let ones = vec![1; q.len()];
+        let potential = Independent::new(&q, &ones, &base, true);
         let mut workspace = Workspace::default();
         let at = potential.evaluate(&theta, &mut workspace);
         let v = [0.3, -0.2, 0.5, 0.1];

@@ -31,10 +31,12 @@ use crate::workspace::Workspace;
 const SEPARATING_TOLERANCE_SHARE: f64 = 0.1;
 
 /// The drafted tokens of a problem with independent drafts: p and each
-/// draft's q on them, their vocabulary ids and the vocabulary's size.
+/// distinct draft law's q on them with its count of drafts, their
+/// vocabulary ids and the vocabulary's size.
 struct Drafted<'a> {
     p: &'a [f64],
     q: &'a [&'a [f64]],
+    counts: &'a [usize],
     support: &'a [usize],
     vocabulary: usize,
 }
@@ -45,12 +47,7 @@ pub(super) fn solve(
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Result<ConvexSolution, ConvexError> {
-    let laws: Vec<&[f64]> = problem
-        .drafts()
-        .drafts()
-        .iter()
-        .map(|q| q.probs())
-        .collect();
+    let (laws, counts) = distinct_laws(problem.drafts().drafts().iter().map(|q| q.probs()));
     let target = problem.target().probs();
     // p and q on the drafted tokens, from the workspace; where every
     // token is drafted (a softmax at the full vocabulary), the laws as
@@ -70,6 +67,7 @@ pub(super) fn solve(
     let drafted = Drafted {
         p,
         q: &q,
+        counts: &counts,
         support: &support,
         vocabulary: target.len(),
     };
@@ -80,6 +78,25 @@ pub(super) fn solve(
     solved
 }
 
+/// The distinct laws among the drafts', in their first draft's order, and
+/// the number of drafts of each: drafts of one law share every sum over
+/// tokens (`potential::independent`). Equal values make one law, whether
+/// or not they are one vector.
+fn distinct_laws<'a>(drafts: impl Iterator<Item = &'a [f64]>) -> (Vec<&'a [f64]>, Vec<usize>) {
+    let (mut laws, mut counts): (Vec<&[f64]>, Vec<usize>) = (Vec::new(), Vec::new());
+    for law in drafts {
+        let same = |other: &&[f64]| std::ptr::eq(*other, law) || *other == law;
+        match laws.iter().position(same) {
+            Some(at) => counts[at] += 1,
+            None => {
+                laws.push(law);
+                counts.push(1);
+            }
+        }
+    }
+    (laws, counts)
+}
+
 /// `solve` on the drafted tokens: the searched H, and where a side
 /// reaches its cap, the separating program's.
 fn solve_drafted(
@@ -87,18 +104,17 @@ fn solve_drafted(
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Result<ConvexSolution, ConvexError> {
-    let Drafted { p, q, .. } = *drafted;
-    let n = q.len();
-    let (in_h, cut) = searched_cut(p, q);
+    let Drafted { p, q, counts, .. } = *drafted;
+    let (in_h, cut) = searched_cut(p, q, counts);
     let failure = match solve_sides(drafted, (&in_h, cut), None, budget, workspace) {
         Err(failure @ ConvexError::IterationCap { .. }) => failure,
         solved => return solved,
     };
-    let nothing = vec![0.0; n];
+    let nothing = vec![0.0; q.len()];
     let laws: Vec<Vec<f64>> = q.iter().map(|law| law.to_vec()).collect();
     let separating = Program {
         name: "separating",
-        potential: &Independent::new(&laws, &nothing, false),
+        potential: &Independent::new(&laws, counts, &nothing, false),
         p,
         bounds: (-THETA_LIMIT, 0.0),
         stop: Stop::ProjectedGradient,
@@ -113,7 +129,7 @@ fn solve_drafted(
         in_h: prefix,
         cut: prefix_cut,
         ..
-    } = best_prefix_cut(&separated.theta, p, q);
+    } = best_prefix_cut(&separated.theta, p, q, counts);
     if prefix_cut >= cut {
         return Err(failure);
     }
@@ -139,7 +155,7 @@ fn solve_sides(
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Result<ConvexSolution, ConvexError> {
-    let Drafted { p, q, .. } = *drafted;
+    let Drafted { p, q, counts, .. } = *drafted;
     // Both lists sized up front, as the i.i.d. method's, and each side's
     // p and q_i from the workspace.
     let inside = in_h.iter().filter(|&&inside| inside).count();
@@ -171,8 +187,8 @@ fn solve_sides(
         p,
     };
     let nothing = vec![0.0; q.len()];
-    let outer_potential = Independent::new(&outer_q, &q_h, true);
-    let inner_potential = Independent::new(&inner_q, &nothing, true);
+    let outer_potential = Independent::new(&outer_q, counts, &q_h, true);
+    let inner_potential = Independent::new(&inner_q, counts, &nothing, true);
     let outer_solved = solve_side(
         Side::Outer,
         &outer_potential,
@@ -293,7 +309,7 @@ mod tests {
             let least = (0..1u32 << p.len())
                 .map(|mask| cut_of(&(0..p.len()).map(|y| mask >> y & 1 == 1).collect::<Vec<_>>()))
                 .fold(f64::INFINITY, f64::min);
-            let (_, searched) = searched_cut(p, &q);
+            let (_, searched) = searched_cut(p, &q, &vec![1; q.len()]);
             assert!(
                 searched > least + 1e-3,
                 "the search finds the least cut here"
