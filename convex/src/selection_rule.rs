@@ -1,10 +1,7 @@
 //! The solved selection rule of both methods: which draft is selected,
 //! given the drafts, before single-draft speculative sampling of it.
 
-use rayon::prelude::*;
-
 use crate::newton::Solved;
-use crate::thresholds::PARALLEL_FROM;
 use crate::workspace::Workspace;
 
 /// How drafts of one token count in the softmax.
@@ -22,18 +19,22 @@ pub enum Counting {
 /// drafts by the inner weights (>= 1), with `inner_none` the weight of
 /// selecting nothing. The weights and r live on `tokens`, the only tokens
 /// the rule selects: the draft's support (or a truncation set), so that a
-/// solution at top-k drafts costs O(k), not O(V).
+/// solution at top-k drafts costs O(k), not O(V). The weights are kept as
+/// their logarithms, theta, and exponentiated for the n drafts of a
+/// selection: a pass of exponentials over the support would cost a solve
+/// more than the selections of a decoding step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SelectionRule {
     /// The vocabulary's size.
     pub vocabulary: usize,
-    /// The selectable tokens, ascending: the three vectors below are on
-    /// them, in this order; every other token has weight 0 and r = 0.
+    /// The selectable tokens, ascending: the vectors below are on them,
+    /// in this order; every other token has weight 0 and r = 0.
     pub tokens: Vec<usize>,
-    /// Outer weights e^theta outside H*, 0 on H*.
-    pub outer_weights: Vec<f64>,
-    /// Inner weights e^theta on H*, 0 elsewhere.
-    pub inner_weights: Vec<f64>,
+    /// theta: the outer program's (<= 0) outside H*, the inner one's on
+    /// H*.
+    pub theta: Vec<f64>,
+    /// Whether the token is in H*, where only the inner weights select it.
+    pub in_certificate: Vec<bool>,
     /// r: the law of the selected token (of total below 1 where the rule
     /// may select nothing).
     pub selected: Vec<f64>,
@@ -60,19 +61,22 @@ impl SelectionRule {
             slots.sort_unstable();
             slots.dedup();
         }
-        let outer = slots.iter().any(|&s| self.outer_weights[s] > 0.0);
-        let (weights, none) = if outer {
-            (&self.outer_weights, 0.0)
-        } else {
-            (&self.inner_weights, self.inner_none)
+        // Among the drafts outside H* when there is one (the drafts in H*
+        // have outer weight 0), else among all by the inner weights.
+        let outer = slots.iter().any(|&s| !self.in_certificate[s]);
+        let none = if outer { 0.0 } else { self.inner_none };
+        let weight = |s: usize| match outer && self.in_certificate[s] {
+            true => 0.0,
+            false => self.theta[s].exp(),
         };
-        let total: f64 = none + slots.iter().map(|&s| weights[s]).sum::<f64>();
+        let total: f64 = none + slots.iter().map(|&s| weight(s)).sum::<f64>();
         let mut law: Vec<(usize, f64)> = Vec::with_capacity(slots.len());
         for &s in &slots {
-            if weights[s] <= 0.0 {
+            let w = weight(s);
+            if w <= 0.0 {
                 continue;
             }
-            let (x, w) = (self.tokens[s], weights[s] / total);
+            let (x, w) = (self.tokens[s], w / total);
             match law.iter_mut().find(|e| e.0 == x) {
                 Some(entry) => entry.1 += w,
                 None => law.push((x, w)),
@@ -83,6 +87,10 @@ impl SelectionRule {
 
     /// r on the whole vocabulary.
     pub fn selected_law(&self) -> Vec<f64> {
+        // Ascending tokens as many as the vocabulary are all of it.
+        if self.tokens.len() == self.vocabulary {
+            return self.selected.clone();
+        }
         let mut law = vec![0.0; self.vocabulary];
         for (&y, &r) in self.tokens.iter().zip(&self.selected) {
             law[y] = r;
@@ -97,8 +105,9 @@ impl SelectionRule {
     }
 }
 
-/// The outer and inner programs' solutions, over disjoint lists of slots
-/// of `tokens`, as one rule; and the Newton iterations of both.
+/// The outer and inner programs' solutions, over lists of slots of
+/// `tokens` that partition them, each ascending, as one rule; and the
+/// Newton iterations of both.
 pub(crate) struct Assembly<'a> {
     pub vocabulary: usize,
     pub tokens: Vec<usize>,
@@ -111,35 +120,33 @@ pub(crate) struct Assembly<'a> {
 impl Assembly<'_> {
     pub(crate) fn rule(self, workspace: &mut Workspace) -> (SelectionRule, usize) {
         let v = self.tokens.len();
-        let mut selected = vec![0.0; v];
-        let mut outer_weights = vec![0.0; v];
-        let mut inner_weights = vec![0.0; v];
         let iterations = self.outer.1.iterations + self.inner.1.iterations;
-        for ((slots, mut solved), weights) in [
-            (self.outer, &mut outer_weights),
-            (self.inner, &mut inner_weights),
-        ] {
-            // In place (a vector of the support's size less to fault in),
-            // and in parallel only for programs large enough to run on
-            // rayon's pool: below, the call would wait for a worker.
-            let exponential = |t: &mut f64| *t = t.exp();
-            if solved.theta.len() < PARALLEL_FROM {
-                solved.theta.iter_mut().for_each(exponential);
-            } else {
-                solved.theta.par_iter_mut().for_each(exponential);
-            }
-            for ((&s, &w), &r) in slots.iter().zip(&solved.theta).zip(&solved.marginal) {
-                weights[s] = w;
-                selected[s] = r;
-            }
+        let ((outer_slots, outer), (inner_slots, inner)) = (self.outer, self.inner);
+        debug_assert_eq!(outer_slots.len() + inner_slots.len(), v);
+        // The two sides merged slot by slot, each output written once and
+        // in order, where zeros and then each side's slots would pass over
+        // the outputs twice, the second time out of order.
+        let mut theta = Vec::with_capacity(v);
+        let mut in_certificate = Vec::with_capacity(v);
+        let mut selected = Vec::with_capacity(v);
+        let (mut o, mut i) = (0, 0);
+        for slot in 0..v {
+            let inside = outer_slots.get(o) != Some(&slot);
+            let (side, at) = if inside { (&inner, i) } else { (&outer, o) };
+            theta.push(side.theta[at]);
+            selected.push(side.marginal[at]);
+            in_certificate.push(inside);
+            (o, i) = (o + usize::from(!inside), i + usize::from(inside));
+        }
+        for solved in [outer, inner] {
             workspace.give(solved.theta);
             workspace.give(solved.marginal);
         }
         let rule = SelectionRule {
             vocabulary: self.vocabulary,
             tokens: self.tokens,
-            outer_weights,
-            inner_weights,
+            theta,
+            in_certificate,
             selected,
             inner_none: self.inner_none,
             counting: self.counting,
