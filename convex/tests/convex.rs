@@ -194,6 +194,36 @@ fn real_rows_at_full_vocabulary() {
     }
 }
 
+/// Memory kept between solves changes no result: solvers on the
+/// process's workspaces, one after another on programs of different
+/// sizes (a real row whole and at its top 100 drafts, i.i.d. and
+/// independent drafts), and a clone sharing its solver's, give the rule
+/// and acceptance a solver with fresh memory gives.
+#[test]
+fn kept_memory_changes_no_solution() {
+    let (p, q) = &mdsd_benches::real_rows()[0];
+    let top = q.top_k(100).unwrap();
+    let problems = [
+        DraftScheme::iid(q.clone(), 4).unwrap(),
+        DraftScheme::iid(top.clone(), 2).unwrap(),
+        DraftScheme::independent(vec![q.clone(), top.clone(), q.clone()]).unwrap(),
+        DraftScheme::iid(q.clone(), 2).unwrap(),
+    ]
+    .map(|drafts| Problem::new(p.clone(), drafts).unwrap());
+    let kept = ConvexSolver::default();
+    for problem in problems.iter().chain(&problems) {
+        let fresh = ConvexSolver::default().solve(problem).unwrap();
+        for solver in [
+            ConvexSolver::default().with_shared_workspaces(),
+            kept.clone(),
+        ] {
+            let solution = solver.solve(problem).unwrap();
+            assert_eq!(solution.rule, fresh.rule);
+            assert_eq!(solution.summary.acceptance, fresh.summary.acceptance);
+        }
+    }
+}
+
 #[test]
 fn real_rows_with_top_k_drafts() {
     for (p, q) in mdsd_benches::real_rows().into_iter().take(2) {
