@@ -88,11 +88,10 @@ pub(crate) trait Groupable: Potential {
 }
 
 impl Groupable for Selectable<'_> {
-    /// At 6 bits, Newton at the full vocabulary takes a step from the
-    /// interpolated start on about one shared row in five (0.19 a solve,
-    /// i.i.d., n = 4, the 64 rows); at 8 bits on one in thirty (0.03),
-    /// for grouped programs of a few thousand tokens, and a solve costs
-    /// 5 to 10% less CPU time (`benches/README.md`).
+    /// Groups 4x narrower than at 6 bits leave the interpolated start
+    /// close enough that Newton at the full vocabulary rarely takes a step
+    /// from it, for grouped programs of a few thousand tokens, which cost
+    /// less than the steps they save (`benches/README.md`).
     const GROUP_BITS: u32 = 8;
     type Over<'b>
         = Selectable<'b>

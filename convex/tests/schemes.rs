@@ -88,8 +88,9 @@ proptest! {
 
     /// Drafts that repeat a law, which the solver takes once with its
     /// count of drafts, against max flow's alpha*: with 3 or 4 drafts the
-    /// LP's own tolerance passes 1e-9 (its alpha* 4.6e-9 above the cut
-    /// of an H on a saved instance; max flow's is within rounding).
+    /// LP's own tolerance can pass 1e-9 (a saved instance of the
+    /// regressions file, where its alpha* is above the cut of an H),
+    /// where max flow's is exact to rounding.
     #[test]
     fn independent_drafts_with_repeated_laws(problem in repeated_laws_problems()) {
         let exact = FlowSolver::default().solve(&problem).unwrap().summary.alpha_star;
