@@ -65,14 +65,15 @@ impl SelectionRule {
         // have outer weight 0), else among all by the inner weights.
         let outer = slots.iter().any(|&s| !self.in_certificate[s]);
         let none = if outer { 0.0 } else { self.inner_none };
-        let weight = |s: usize| match outer && self.in_certificate[s] {
-            true => 0.0,
-            false => self.theta[s].exp(),
-        };
-        let total: f64 = none + slots.iter().map(|&s| weight(s)).sum::<f64>();
+        let weights: Vec<f64> = (slots.iter())
+            .map(|&s| match outer && self.in_certificate[s] {
+                true => 0.0,
+                false => self.theta[s].exp(),
+            })
+            .collect();
+        let total: f64 = none + weights.iter().sum::<f64>();
         let mut law: Vec<(usize, f64)> = Vec::with_capacity(slots.len());
-        for &s in &slots {
-            let w = weight(s);
+        for (&s, &w) in slots.iter().zip(&weights) {
             if w <= 0.0 {
                 continue;
             }

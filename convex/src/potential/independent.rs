@@ -291,11 +291,9 @@ impl Independent<'_> {
 struct FreeHessian<'a> {
     /// q of each law on the free tokens.
     q: Vec<Vec<f64>>,
-    /// The potential's drafts: per law its count and first draft, per
-    /// draft its law.
-    counts: Vec<usize>,
-    first: Vec<usize>,
-    law_of: Vec<usize>,
+    /// The potential, whose drafts (per law its count and first draft,
+    /// per draft its law) the products read.
+    potential: &'a Independent<'a>,
     r: Vec<f64>,
     tokens: Sums,
     kernels: &'a Kernels,
@@ -307,7 +305,7 @@ struct FreeHessian<'a> {
 
 impl<'a> FreeHessian<'a> {
     fn new(
-        potential: &Independent,
+        potential: &'a Independent<'a>,
         theta: &[f64],
         at: &'a Evaluation<Kernels>,
         free: &[usize],
@@ -330,9 +328,7 @@ impl<'a> FreeHessian<'a> {
         Self {
             own: per_token(&q, &values),
             r: free.iter().map(|&y| at.marginal[y]).collect(),
-            counts: potential.counts.to_vec(),
-            first: potential.first.clone(),
-            law_of: potential.law_of.clone(),
+            potential,
             q,
             tokens,
             kernels,
@@ -341,8 +337,8 @@ impl<'a> FreeHessian<'a> {
 
     /// The Hessian times `v`.
     fn times(&self, v: &[f64]) -> Vec<f64> {
-        let (kernels, tokens) = (self.kernels, &self.tokens);
-        let n = self.law_of.len();
+        let (kernels, tokens, drafts) = (self.kernels, &self.tokens, self.potential);
+        let n = drafts.drafts();
         // psi_j(c_k) = Σ_z q_j(z) a_z v_z e^(-a_z c_k), once per law.
         let psi: Vec<Vec<f64>> = (self.q.iter())
             .map(|law| tokens.transform(|z| law[z] * tokens.weight(z) * v[z], &kernels.c, false))
@@ -352,12 +348,12 @@ impl<'a> FreeHessian<'a> {
         // count.
         let cross: Vec<Vec<f64>> = (0..self.q.len())
             .map(|law| {
-                let (i, count) = (self.first[law], self.counts[law] as f64);
+                let (i, count) = (drafts.first[law], drafts.count(law));
                 let kernel: Vec<f64> = (kernels.c.iter().zip(&kernels.phi).enumerate())
                     .map(|(k, (&c, phi))| {
                         let coupled: f64 = (0..n)
                             .filter(|&j| j != i)
-                            .map(|j| product_without(phi, &[i, j]) * psi[self.law_of[j]][k])
+                            .map(|j| product_without(phi, &[i, j]) * psi[drafts.law_of[j]][k])
                             .sum();
                         STEP * c * c * count * coupled
                     })
@@ -378,6 +374,7 @@ impl<'a> FreeHessian<'a> {
     /// has e^(-2 a_y c).
     fn diagonal(&self) -> Vec<f64> {
         let (laws, kernels, tokens) = (self.q.len(), self.kernels, &self.tokens);
+        let (counts, first) = (self.potential.counts, &self.potential.first);
         let mut pairs = vec![0.0; self.r.len()];
         // The pairs of drafts i < j by their laws: k (k - 1) / 2 of one law
         // of k drafts, k k' of two laws, each pair of a kind with one
@@ -385,16 +382,13 @@ impl<'a> FreeHessian<'a> {
         for l in 0..laws {
             for m in l..laws {
                 let (count, j) = match l == m {
-                    true => (
-                        self.counts[l] * self.counts[l].saturating_sub(1) / 2,
-                        self.first[l] + 1,
-                    ),
-                    false => (self.counts[l] * self.counts[m], self.first[m]),
+                    true => (counts[l] * counts[l].saturating_sub(1) / 2, first[l] + 1),
+                    false => (counts[l] * counts[m], first[m]),
                 };
                 if count == 0 {
                     continue;
                 }
-                let i = self.first[l];
+                let i = first[l];
                 let kernel = kernels.hessian_kernel(|phi| product_without(phi, &[i, j]));
                 let values = tokens.smooth(&kernels.c, &kernel, 2, 2);
                 // Both orders of the two drafts.
