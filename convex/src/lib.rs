@@ -72,6 +72,7 @@ mod budget;
 mod cut;
 mod error;
 mod global_resolution;
+mod group_rule;
 mod newton;
 mod numeric;
 mod potential;

@@ -43,7 +43,7 @@ use crate::workspace::Workspace;
 /// than the one it starts (the finest: `Groupable::GROUP_BITS`).
 const COARSENING: u32 = 2;
 /// A grouping pays only if it divides the tokens by at least this.
-const SHRINK: usize = 2;
+pub(crate) const SHRINK: usize = 2;
 /// Mantissa bits of each law's odds against the last law, q_i / q_n, kept
 /// in a group's key at the finest level (cells of half an octave); each
 /// coarser level keeps fewer, down to whole octaves.
@@ -62,8 +62,8 @@ const MODEL_START_PASSES: usize = 100;
 /// decide whether the interpolated start already meets the tolerance.
 const GROUPED_TOLERANCE_SHARE: f64 = 1.0 / 16.0;
 /// Ratios are clamped to [2^-64, 2^64]: p = 0 joins the lowest group.
-const RATIO_FLOOR: f64 = 5.421_010_862_427_522e-20;
-const RATIO_CEILING: f64 = 1.844_674_407_370_955_2e19;
+pub(crate) const RATIO_FLOOR: f64 = 5.421_010_862_427_522e-20;
+pub(crate) const RATIO_CEILING: f64 = 1.844_674_407_370_955_2e19;
 
 /// A potential whose program can be solved over groups of tokens: its
 /// draft laws on the tokens, and the same potential over other tokens.

@@ -6,6 +6,8 @@
 //! output is p for *any* selection rule. Khisti's pair-weight tournament
 //! and the optimal convex rule have this shape.
 
+use std::sync::OnceLock;
+
 use mdsd_core::sample_index;
 use rand::{Rng, RngCore};
 
@@ -35,22 +37,35 @@ pub(crate) trait Selecting {
 }
 
 /// What the second step needs: the target p, the selected token's law r,
-/// and (p - r)+ renormalised with its sampler.
+/// and (p - r)+ renormalised with its sampler, made on first use: a
+/// verifier prepared for one step of a decoding loop draws from the
+/// residual only when it rejects, and the law and its sampler are two
+/// passes and three vectors of the vocabulary's size.
 pub(crate) struct Verification {
     pub(crate) p: Vec<f64>,
     pub(crate) r: Vec<f64>,
-    rest: Rest,
+    rest: OnceLock<Rest>,
 }
 
 impl Verification {
     pub(crate) fn new(p: Vec<f64>, r: Vec<f64>) -> Self {
-        let rest = Rest::new(residual(&p, &r));
-        Self { p, r, rest }
+        Self {
+            p,
+            r,
+            rest: OnceLock::new(),
+        }
+    }
+
+    /// (p - r)+ renormalised, with its sampler.
+    pub(crate) fn rest(&self) -> &Rest {
+        self.rest
+            .get_or_init(|| Rest::new(residual(&self.p, &self.r)))
     }
 }
 
 pub(crate) fn law(verifier: &impl Selecting, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
-    let Verification { p, r, rest } = verifier.verification();
+    let verification = verifier.verification();
+    let (p, r) = (&verification.p, &verification.r);
     let mut points = Vec::with_capacity(drafts.len());
     let selection = verifier.selection(drafts)?;
     // An empty selection (drafts a rule holds no weight for: a draft whose
@@ -62,7 +77,7 @@ pub(crate) fn law(verifier: &impl Selecting, drafts: &[usize]) -> Result<OutputL
         points.push((x, prob * a));
         rejected += prob * (1.0 - a);
     }
-    Ok(mix(&points, rejected, &rest.law))
+    Ok(mix(&points, rejected, &verification.rest().law))
 }
 
 /// O(n + log V) per draw when `select` is O(n): one selection, one
@@ -73,11 +88,11 @@ pub(crate) fn sample(
     rng: &mut dyn RngCore,
 ) -> Result<usize, VerifyError> {
     let selected = verifier.select(drafts, rng)?;
-    let Verification { p, r, rest } = verifier.verification();
+    let verification = verifier.verification();
     if let Some(selected) = selected
-        && rng.random::<f64>() < accept_prob(p, r, selected)
+        && rng.random::<f64>() < accept_prob(&verification.p, &verification.r, selected)
     {
         return Ok(selected);
     }
-    Ok(rest.sampler.sample(rng))
+    Ok(verification.rest().sampler.sample(rng))
 }

@@ -212,13 +212,15 @@ fn published_verifiers_on_real_rows() {
 }
 
 /// The convex verifier at full vocabulary with the draft truncated to its
-/// top 100 and top 1000 tokens (n = 4), 10^6 draws each on 2 real rows: the
-/// output passes the chi-square test and the acceptance matches alpha*.
+/// top 100 and top 1000 tokens and whole (n = 4; whole, both sides are
+/// solved by rules constant on groups of ratio), 10^6 draws each on 2 real
+/// rows: the output passes the chi-square test and the acceptance matches
+/// alpha*.
 #[test]
 fn optimal_convex_on_real_rows_with_top_k_drafts() {
     let rows = mdsd_benches::real_rows();
     for (r, (p, q)) in rows.into_iter().enumerate().step_by(4) {
-        for k in [100, 1000] {
+        for k in [100, 1000, q.len()] {
             let drafts = DraftScheme::iid(q.top_k(k).unwrap(), 4).unwrap();
             let problem = Problem::new(p.clone(), drafts).unwrap();
             let verifier = VerifierKind::OptimalConvex.prepare(&problem).unwrap();

@@ -9,9 +9,9 @@ use super::programs::{ConvexSolution, Side, Sides, assemble, solve_side};
 use super::support::on_support;
 use crate::budget::Budget;
 use crate::error::ConvexError;
+use crate::group_rule;
 use crate::numeric::sum_at;
 use crate::potential::iid::Selectable;
-use crate::ratio_groups;
 use crate::thresholds::PARALLEL_FROM;
 use crate::workspace::Workspace;
 
@@ -108,7 +108,7 @@ fn solve_on_support(
         &outer_potential,
         &outer_p,
         budget,
-        ratio_groups::minimise,
+        group_rule::minimise,
         workspace,
     )?;
     let (inner_q, inner_p) = (workspace.gather(&inner, q), workspace.gather(&inner, p));
@@ -122,7 +122,7 @@ fn solve_on_support(
         &inner_potential,
         &inner_p,
         budget,
-        ratio_groups::minimise,
+        group_rule::minimise,
         workspace,
     )?;
     let sides = Sides {
