@@ -19,11 +19,11 @@
 //!
 //! The edges cost the slack between the two sides' totals and p's,
 //! q(H*)^n - p(H*) = 1 - alpha*, which on real rows can be 1e-4 of the
-//! inner side's mass: the groups are 2^-GROUP_RULE_BITS wide in ratio,
-//! and tokens of large q are groups of their own (a group that merges
-//! them would also saturate below its tokens' own limits, r_g < P(draft
-//! in g), which is concave in q_g). Where the edges still ask for more
-//! than the side's total, or the grouped program fails, the side is
+//! inner side's mass: groups 2^-6 wide in ratio are tried first, then
+//! 2^-8, and tokens of large q are groups of their own (a group that
+//! merges them would also saturate below its tokens' own limits, r_g <
+//! P(draft in g), which is concave in q_g). Where the edges still ask for
+//! more than the side's total, or the grouped program fails, the side is
 //! solved as before (`ratio_groups::minimise`).
 
 use crate::budget::Budget;
@@ -31,13 +31,21 @@ use crate::error::ConvexError;
 use crate::newton::{MAX_STEP_THETA, Program, Solved, Stop};
 use crate::potential::iid::Selectable;
 use crate::ratio_groups::{self, Groupable, RATIO_CEILING, RATIO_FLOOR, SHRINK};
-use crate::thresholds::GROUPED_START_FROM;
+use crate::thresholds::{GROUPED_START_FROM, TOKENS_PER_TASK};
 use crate::workspace::Workspace;
+use rayon::prelude::*;
 
-/// Mantissa bits of the ratio kept in a group's key: groups of relative
-/// width 2^-8, whose edges on the shared rows ask for less than the
-/// inner side's slack on every row, where 6 bits ask for more on some.
-const GROUP_RULE_BITS: u32 = 8;
+/// Mantissa bits of the ratio kept in a group's key, tried in turn:
+/// groups of relative width 2^-6 make grouped programs of a few hundred
+/// to a few thousand tokens on the shared rows, a third of the cost of
+/// 2^-8's, and their edges fit the slack on all but about one side in a
+/// hundred (n = 4), where 2^-8's do.
+const GROUP_RULE_BITS: [u32; 2] = [6, 8];
+/// Newton iterations a rule's grouped program may take before the next
+/// width is tried: where the edges fit, the shared rows' grouped programs
+/// stop within 6; where they barely do not, one ran to the iteration cap
+/// 1.7e-8 past its tolerance.
+const GROUP_RULE_ITERATIONS: usize = 20;
 /// Tokens of at least this draft probability are groups of their own: at
 /// most 10^4 of them, and a few hundred on real rows, which hold most of
 /// the mass.
@@ -52,10 +60,13 @@ pub(crate) fn minimise(
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Result<Solved, ConvexError> {
-    if program.p.len() >= GROUPED_START_FROM
-        && let Some(solved) = constant_on_groups(program, budget, workspace)
-    {
-        return Ok(solved);
+    if program.p.len() >= GROUPED_START_FROM {
+        let budget = budget.with_max_iterations(budget.max_iterations.min(GROUP_RULE_ITERATIONS));
+        for bits in GROUP_RULE_BITS {
+            if let Some(solved) = constant_on_groups(program, bits, &budget, workspace) {
+                return Ok(solved);
+            }
+        }
     }
     ratio_groups::minimise(program, budget, workspace)
 }
@@ -63,9 +74,13 @@ pub(crate) fn minimise(
 /// The groups of a side: per token, its group; per group, its q and its
 /// edge target.
 struct Groups {
+    /// A ratio's key: its top bits from `shift` on.
+    shift: u32,
     /// Per cell of ratio keys, its group (u32::MAX where empty).
     index: Vec<u32>,
     first_key: u64,
+    /// The tokens of groups of their own, ascending.
+    own: Vec<usize>,
     /// Groups of cells first, then one per token of its own, in token
     /// order.
     q: Vec<f64>,
@@ -74,8 +89,6 @@ struct Groups {
 }
 
 impl Groups {
-    const SHIFT: u32 = 52 - GROUP_RULE_BITS;
-
     /// p / q, clamped to [RATIO_FLOOR, RATIO_CEILING] (a program's
     /// tokens have q > 0: the solver keeps the draft's support).
     #[inline]
@@ -84,15 +97,17 @@ impl Groups {
     }
 
     #[inline]
-    fn cell(first_key: u64, ratio: f64) -> usize {
-        ((ratio.to_bits() >> Self::SHIFT) - first_key) as usize
+    fn cell(shift: u32, first_key: u64, ratio: f64) -> usize {
+        ((ratio.to_bits() >> shift) - first_key) as usize
     }
 
-    /// The groups of the tokens of q and p, with the least ratio of each
-    /// group as its edge where `least`, else the greatest.
-    fn new(q: &[f64], p: &[f64], least: bool) -> Self {
-        let first_key = RATIO_FLOOR.to_bits() >> Self::SHIFT;
-        let count = ((RATIO_CEILING.to_bits() >> Self::SHIFT) - first_key + 1) as usize;
+    /// The groups of `bits` mantissa bits of the tokens of q and p, with
+    /// the least ratio of each group as its edge where `least`, else the
+    /// greatest.
+    fn new(q: &[f64], p: &[f64], bits: u32, least: bool) -> Self {
+        let shift = 52 - bits;
+        let first_key = RATIO_FLOOR.to_bits() >> shift;
+        let count = ((RATIO_CEILING.to_bits() >> shift) - first_key + 1) as usize;
         let unset = if least { f64::INFINITY } else { 0.0 };
         // Per cell: Σ q and the edge ratio, side by side.
         let mut sums = vec![[0.0, unset]; count];
@@ -103,7 +118,7 @@ impl Groups {
                 continue;
             }
             let ratio = Self::ratio(p, q);
-            let cell = &mut sums[Self::cell(first_key, ratio)];
+            let cell = &mut sums[Self::cell(shift, first_key, ratio)];
             cell[0] += q;
             cell[1] = if least {
                 cell[1].min(ratio)
@@ -118,33 +133,35 @@ impl Groups {
         let target =
             (occupied.iter().map(|&k| sums[k][0] * sums[k][1])).chain(own.iter().map(|&y| p[y]));
         Self {
+            shift,
             index,
             first_key,
             q: group_q.collect(),
             target: target.collect(),
             cells: occupied.len(),
+            own,
         }
     }
 
-    /// Each token's group, in token order.
-    fn of_tokens<'a>(&'a self, q: &'a [f64], p: &'a [f64]) -> impl Iterator<Item = usize> + 'a {
-        let mut next_own = self.cells;
-        q.iter().zip(p).map(move |(&q, &p)| {
-            if q >= OWN_GROUP_FROM {
-                next_own += 1;
-                next_own - 1
-            } else {
-                self.index[Self::cell(self.first_key, Self::ratio(p, q))] as usize
-            }
-        })
+    /// Token y's group, from its q and p.
+    #[inline]
+    fn of_token(&self, y: usize, q: f64, p: f64) -> usize {
+        if q >= OWN_GROUP_FROM {
+            // A search among the few tokens of their own groups.
+            self.cells + self.own.partition_point(|&x| x < y)
+        } else {
+            self.index[Self::cell(self.shift, self.first_key, Self::ratio(p, q))] as usize
+        }
     }
 }
 
-/// The side's solution by a rule constant on its groups: `None` where
+/// The side's solution by a rule constant on its groups of `bits`
+/// mantissa bits of the ratio: `None` where
 /// grouping does not shrink the program, the edges ask for more than the
 /// side's total, or the grouped program fails.
 fn constant_on_groups(
     program: &Program<Selectable>,
+    bits: u32,
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Option<Solved> {
@@ -154,7 +171,7 @@ fn constant_on_groups(
         Stop::Shortfall => false,
         Stop::ProjectedGradient => return None,
     };
-    let groups = Groups::new(q, p, outer);
+    let groups = Groups::new(q, p, bits, outer);
     if groups.q.len() * SHRINK > p.len() {
         return None;
     }
@@ -184,10 +201,13 @@ fn constant_on_groups(
         .map(|(r, q)| r / q)
         .collect();
     let (mut theta, mut marginal) = (workspace.take(p.len()), workspace.take(p.len()));
-    for (group, &qy) in groups.of_tokens(q, p).zip(q) {
-        theta.push(solved.theta[group]);
-        marginal.push(qy * per_q[group]);
-    }
+    (q.par_iter().zip(p.par_iter()).enumerate())
+        .with_min_len(TOKENS_PER_TASK)
+        .map(|(y, (&qy, &py))| {
+            let group = groups.of_token(y, qy, py);
+            (solved.theta[group], qy * per_q[group])
+        })
+        .unzip_into_vecs(&mut theta, &mut marginal);
     for vector in [solved.theta, solved.marginal] {
         workspace.give(vector);
     }
@@ -282,24 +302,36 @@ mod tests {
                         n,
                     };
                     let program = program(&side, &side_p, stop);
-                    let mut workspace = Workspace::new();
-                    let solved = constant_on_groups(&program, &budget, &mut workspace)
-                        .unwrap_or_else(|| panic!("n {n}, {stop:?}: no rule on groups"));
-                    let evaluated = side.evaluate(&solved.theta, &mut workspace);
-                    for (y, (a, b)) in (solved.marginal.iter().zip(&evaluated.marginal)).enumerate()
-                    {
+                    // The finest width takes every side of these rows; a
+                    // coarser one, where it takes one, is as exact.
+                    for bits in GROUP_RULE_BITS {
+                        let mut workspace = Workspace::new();
+                        let Some(solved) =
+                            constant_on_groups(&program, bits, &budget, &mut workspace)
+                        else {
+                            assert!(bits < 8, "n {n}, {stop:?}: no rule on groups");
+                            continue;
+                        };
+                        let evaluated = side.evaluate(&solved.theta, &mut workspace);
+                        for (y, (a, b)) in
+                            (solved.marginal.iter().zip(&evaluated.marginal)).enumerate()
+                        {
+                            assert!(
+                                (a - b).abs() <= 1e-12 * b,
+                                "{bits} bits, n {n}, {stop:?}, token {y}: r {a} against {b}"
+                            );
+                        }
+                        let lost: f64 = (solved.marginal.iter().zip(&side_p))
+                            .map(|(r, p)| match stop {
+                                Stop::Excess => (r - p).max(0.0),
+                                _ => (p - r).max(0.0),
+                            })
+                            .sum();
                         assert!(
-                            (a - b).abs() <= 1e-12 * b,
-                            "n {n}, {stop:?}, token {y}: r {a} against {b}"
+                            lost <= tolerance,
+                            "{bits} bits, n {n}, {stop:?}: lost {lost:e}"
                         );
                     }
-                    let lost: f64 = (solved.marginal.iter().zip(&side_p))
-                        .map(|(r, p)| match stop {
-                            Stop::Excess => (r - p).max(0.0),
-                            _ => (p - r).max(0.0),
-                        })
-                        .sum();
-                    assert!(lost <= tolerance, "n {n}, {stop:?}: lost {lost:e}");
                 }
             }
         }
@@ -323,7 +355,9 @@ mod tests {
         let program = program(&side, &p, Stop::Shortfall);
         let budget = Budget::default().with_max_gap(1e-8);
         let mut workspace = Workspace::new();
-        assert!(constant_on_groups(&program, &budget, &mut workspace).is_none());
+        for bits in GROUP_RULE_BITS {
+            assert!(constant_on_groups(&program, bits, &budget, &mut workspace).is_none());
+        }
         let solved = minimise(&program, &budget, &mut workspace).unwrap();
         let lost: f64 = (solved.marginal.iter().zip(&p))
             .map(|(r, p)| (p - r).max(0.0))
