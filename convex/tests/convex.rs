@@ -243,11 +243,13 @@ fn real_rows_with_top_k_drafts() {
 }
 
 /// Programs large enough to start from grouped programs (module
-/// `ratio_groups`), on generic instances.
+/// `ratio_groups`), and at 20000 tokens to be tried as rules constant on
+/// groups (module `group_rule`, which falls back where the instance
+/// leaves no slack), on generic instances.
 #[test]
 fn large_generic_instances() {
-    for n in [2, 4, 8] {
-        let problem = mdsd_benches::iid_instance(3000, n);
+    for (v, n) in [(3000, 2), (3000, 4), (3000, 8), (20_000, 2), (20_000, 8)] {
+        let problem = mdsd_benches::iid_instance(v, n);
         let solution = ConvexSolver::default().solve(&problem).unwrap();
         assert!(
             solution.summary.acceptance >= solution.summary.alpha_star - 1e-7,

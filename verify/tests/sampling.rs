@@ -243,8 +243,8 @@ fn optimal_convex_on_real_rows_with_top_k_drafts() {
 
 /// The convex verifier's start rule (a time budget of zero: no Newton
 /// iteration) at full vocabulary, with the draft truncated to its top
-/// 8192 tokens, where the start is interpolated from programs over groups
-/// of tokens: 10^6 draws on a real row, i.i.d. and without replacement
+/// 8192 tokens (i.i.d.: a rule constant on groups of ratio, from its
+/// grouped programs' start): 10^6 draws on a real row, i.i.d. and without replacement
 /// (n = 4). The output passes the chi-square test, and the acceptance
 /// lies between the one the solution reports and alpha*: a budget costs
 /// acceptance, not exactness.
