@@ -124,21 +124,22 @@ impl Assembly<'_> {
         let iterations = self.outer.1.iterations + self.inner.1.iterations;
         let ((outer_slots, outer), (inner_slots, inner)) = (self.outer, self.inner);
         debug_assert_eq!(outer_slots.len() + inner_slots.len(), v);
-        // The two sides merged slot by slot, each output written once and
-        // in order, where zeros and then each side's slots would pass over
-        // the outputs twice, the second time out of order.
-        let mut theta = Vec::with_capacity(v);
-        let mut in_certificate = Vec::with_capacity(v);
-        let mut selected = Vec::with_capacity(v);
-        let (mut o, mut i) = (0, 0);
-        for slot in 0..v {
-            let inside = outer_slots.get(o) != Some(&slot);
-            let (side, at) = if inside { (&inner, i) } else { (&outer, o) };
-            theta.push(side.theta[at]);
-            selected.push(side.marginal[at]);
-            in_certificate.push(inside);
-            (o, i) = (o + usize::from(!inside), i + usize::from(inside));
+        // Each side scattered to its slots, ascending: outputs zeroed by
+        // the allocator (fresh pages, zero already) and written once each,
+        // with no test per slot of which side it is on (which follows no
+        // pattern along the vocabulary).
+        let mut theta = vec![0.0; v];
+        let mut selected = vec![0.0; v];
+        let mut in_certificate = vec![false; v];
+        for (slots, side) in [(outer_slots, &outer), (inner_slots, &inner)] {
+            for ((&slot, &t), &r) in slots.iter().zip(&side.theta).zip(&side.marginal) {
+                theta[slot] = t;
+                selected[slot] = r;
+            }
         }
+        inner_slots
+            .iter()
+            .for_each(|&slot| in_certificate[slot] = true);
         for solved in [outer, inner] {
             workspace.give(solved.theta);
             workspace.give(solved.marginal);

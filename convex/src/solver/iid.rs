@@ -87,12 +87,20 @@ fn solve_on_support(
         .iter()
         .filter(|&&y| y < support.len())
         .for_each(|&y| in_h[y] = true);
-    // Sized up front, not grown by doubling: each growth step of a
-    // vocabulary-sized list is a fresh mapping to fault in.
-    let mut inner = Vec::with_capacity(bound.certificate.len());
-    inner.extend(bound.certificate.iter().take_while(|&&y| y < support.len()));
-    let mut outer = Vec::with_capacity(support.len() - inner.len());
-    outer.extend((0..support.len()).filter(|&y| !in_h[y]));
+    // H*'s slots are its tokens on the support, ascending: the closed
+    // form's list, without the extra token of `restrict` past them.
+    let mut inner = bound.certificate;
+    inner.truncate(inner.partition_point(|&y| y < support.len()));
+    // Branch-free compaction: whether a token is in H* follows no pattern
+    // along the vocabulary. Each token is written at the next free slot,
+    // which moves on only past the outer ones (one slot of room past them).
+    let mut outer = vec![0; support.len() - inner.len() + 1];
+    let mut kept = 0;
+    for (y, &inside) in in_h.iter().enumerate() {
+        outer[kept] = y;
+        kept += usize::from(!inside);
+    }
+    outer.truncate(kept);
     let q_h = sum_at(&inner, q);
 
     // The outer program's world holds H*'s draft mass as its base: a
@@ -127,7 +135,7 @@ fn solve_on_support(
     )?;
     let sides = Sides {
         outer: (&outer, &outer_p),
-        inner: (&inner, &inner_p),
+        inner: (inner, &inner_p),
         support,
         vocabulary,
         p,

@@ -181,7 +181,7 @@ fn solve_sides(
     let q_h: Vec<f64> = inner_q.iter().map(|law| lane_sum(law)).collect();
     let sides = Sides {
         outer: (&outer, &outer_p),
-        inner: (&inner, &inner_p),
+        inner: (inner, &inner_p),
         support: drafted.support.to_vec(),
         vocabulary: drafted.vocabulary,
         p,

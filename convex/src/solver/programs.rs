@@ -64,10 +64,10 @@ impl Side {
 
 /// The two sides of a problem on its drafted tokens (`support`, in
 /// vocabulary ids): each side's slots in `support` and its p, and p on
-/// the whole support.
+/// the whole support. The inner slots become H* in vocabulary ids.
 pub(super) struct Sides<'a> {
     pub outer: (&'a [usize], &'a [f64]),
-    pub inner: (&'a [usize], &'a [f64]),
+    pub inner: (Vec<usize>, &'a [f64]),
     pub support: Vec<usize>,
     pub vocabulary: usize,
     pub p: &'a [f64],
@@ -98,7 +98,6 @@ pub(super) fn assemble(
     alpha_star: f64,
     workspace: &mut Workspace,
 ) -> ConvexSolution {
-    let certificate = sides.inner.0.iter().map(|&k| sides.support[k]).collect();
     let status = if outer.out_of_time || inner.out_of_time {
         Status::TimeLimit
     } else {
@@ -110,11 +109,14 @@ pub(super) fn assemble(
         vocabulary: sides.vocabulary,
         tokens: sides.support,
         outer: (sides.outer.0, outer),
-        inner: (sides.inner.0, inner),
+        inner: (&sides.inner.0, inner),
         inner_none: 0.0,
         counting: Counting::PerDraft,
     }
     .rule(workspace);
+    // H*: the inner slots, in place, as the rule's tokens.
+    let mut certificate = sides.inner.0;
+    certificate.iter_mut().for_each(|k| *k = rule.tokens[*k]);
     let summary = Summary {
         alpha_star,
         acceptance: rule.acceptance(sides.p),

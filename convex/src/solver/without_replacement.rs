@@ -131,7 +131,7 @@ fn solve_on_support(
     )?;
     let sides = Sides {
         outer: (&outer, &outer_p),
-        inner: (&inner, &inner_p),
+        inner: (inner, &inner_p),
         support,
         vocabulary,
         p,
