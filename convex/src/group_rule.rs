@@ -35,16 +35,15 @@ use crate::thresholds::{GROUPED_START_FROM, TOKENS_PER_TASK};
 use crate::workspace::Workspace;
 use rayon::prelude::*;
 
-/// Mantissa bits of the ratio kept in a group's key, tried in turn:
-/// groups of relative width 2^-6 make grouped programs of a few hundred
-/// to a few thousand tokens on the shared rows, a third of the cost of
-/// 2^-8's, and their edges fit the slack on all but about one side in a
-/// hundred (n = 4), where 2^-8's do.
+/// Mantissa bits of the ratio kept in a group's key, tried in turn: the
+/// coarser groups make grouped programs several times smaller, and their
+/// edges fit the slack on most sides; the finer ones where they do not
+/// (figures in `benches/README.md`).
 const GROUP_RULE_BITS: [u32; 2] = [6, 8];
 /// Newton iterations a rule's grouped program may take before the next
-/// width is tried: where the edges fit, the shared rows' grouped programs
-/// stop within 6; where they barely do not, one ran to the iteration cap
-/// 1.7e-8 past its tolerance.
+/// width is tried: where the edges fit, the grouped programs stop within
+/// a few; where they barely do not, a program crawls toward an optimum
+/// just past its tolerance, and the cap bounds what that width costs.
 const GROUP_RULE_ITERATIONS: usize = 20;
 /// Tokens of at least this draft probability are groups of their own: at
 /// most 10^4 of them, and a few hundred on real rows, which hold most of
@@ -62,8 +61,10 @@ pub(crate) fn minimise(
 ) -> Result<Solved, ConvexError> {
     if program.p.len() >= GROUPED_START_FROM {
         let budget = budget.with_max_iterations(budget.max_iterations.min(GROUP_RULE_ITERATIONS));
+        // r sums to P(S > 0) whatever theta: once for every width.
+        let total = program.potential.selected_mass();
         for bits in GROUP_RULE_BITS {
-            if let Some(solved) = constant_on_groups(program, bits, &budget, workspace) {
+            if let Some(solved) = constant_on_groups(program, bits, total, &budget, workspace) {
                 return Ok(solved);
             }
         }
@@ -156,12 +157,13 @@ impl Groups {
 }
 
 /// The side's solution by a rule constant on its groups of `bits`
-/// mantissa bits of the ratio: `None` where
+/// mantissa bits of the ratio, where r sums to `total`: `None` where
 /// grouping does not shrink the program, the edges ask for more than the
 /// side's total, or the grouped program fails.
 fn constant_on_groups(
     program: &Program<Selectable>,
     bits: u32,
+    total: f64,
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Option<Solved> {
@@ -175,9 +177,8 @@ fn constant_on_groups(
     if groups.q.len() * SHRINK > p.len() {
         return None;
     }
-    // r sums to P(S > 0) whatever theta: edges below it (outer) or above
-    // it (inner) leave no rule on the right side of them all.
-    let total = program.potential.selected_mass();
+    // Edges below r's total (outer) or above it (inner) leave no rule on
+    // the right side of them all.
     let edges: f64 = groups.target.iter().sum();
     if (outer && edges < total) || (!outer && edges > total) {
         return None;
@@ -300,7 +301,9 @@ mod tests {
             let program = program(&side, &side_p, stop);
             for bits in GROUP_RULE_BITS {
                 let mut workspace = Workspace::new();
-                let Some(solved) = constant_on_groups(&program, bits, &budget, &mut workspace)
+                let total = side.selected_mass();
+                let Some(solved) =
+                    constant_on_groups(&program, bits, total, &budget, &mut workspace)
                 else {
                     continue;
                 };
@@ -371,7 +374,8 @@ mod tests {
         let budget = Budget::default().with_max_gap(1e-8);
         let mut workspace = Workspace::new();
         for bits in GROUP_RULE_BITS {
-            assert!(constant_on_groups(&program, bits, &budget, &mut workspace).is_none());
+            let total = side.selected_mass();
+            assert!(constant_on_groups(&program, bits, total, &budget, &mut workspace).is_none());
         }
         let solved = minimise(&program, &budget, &mut workspace).unwrap();
         let lost: f64 = (solved.marginal.iter().zip(&p))
