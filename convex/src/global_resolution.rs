@@ -28,7 +28,7 @@ use crate::budget::Budget;
 use crate::error::ConvexError;
 use crate::newton::{Evaluation, MAX_STEP_THETA, Potential, Program, Stop};
 use crate::numeric::{curvature_floor, merged_in_order};
-use crate::selection_rule::{Assembly, Counting, SelectionRule};
+use crate::selection_rule::{Assembly, Counting, SelectionRule, Support};
 use crate::thresholds::THETA_LIMIT;
 use crate::workspace::Workspace;
 
@@ -171,7 +171,7 @@ impl Solve for GlobalResolution {
 
         let (rule, iterations) = Assembly {
             vocabulary: v,
-            tokens,
+            tokens: Support::Tokens(tokens),
             outer: (&outer, outer_solved),
             inner: (&inner, inner_solved),
             inner_none: 1.0,

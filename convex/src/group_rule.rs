@@ -28,18 +28,19 @@
 
 use crate::budget::Budget;
 use crate::error::ConvexError;
-use crate::newton::{MAX_STEP_THETA, Program, Solved, Stop};
+use crate::newton::{Program, Solved, Stop};
 use crate::potential::iid::Selectable;
 use crate::ratio_groups::{self, Groupable, RATIO_CEILING, RATIO_FLOOR, SHRINK};
 use crate::thresholds::{GROUPED_START_FROM, TOKENS_PER_TASK};
 use crate::workspace::Workspace;
 use rayon::prelude::*;
 
-/// Mantissa bits of the ratio kept in a group's key, tried in turn: the
-/// coarser groups make grouped programs several times smaller, and their
-/// edges fit the slack on most sides; the finer ones where they do not
-/// (figures in `benches/README.md`).
-const GROUP_RULE_BITS: [u32; 2] = [6, 8];
+/// Mantissa bits of the ratio kept in a group's key: the coarser groups
+/// make grouped programs several times smaller, and their edges fit the
+/// slack on most sides; the finer ones where they do not (figures in
+/// `benches/README.md`).
+const COARSE_BITS: u32 = 6;
+const FINE_BITS: u32 = 8;
 /// Newton iterations a rule's grouped program may take before the next
 /// width is tried: where the edges fit, the grouped programs stop within
 /// a few; where they barely do not, a program crawls toward an optimum
@@ -50,43 +51,138 @@ const GROUP_RULE_ITERATIONS: usize = 20;
 /// the mass.
 const OWN_GROUP_FROM: f64 = 1e-4;
 
+/// The sides of a program, as `Groups` numbers them: outside H* (edges
+/// at the least ratio) and on H* (the greatest).
+const OUTER: usize = 0;
+const INNER: usize = 1;
+
+/// Both sides of an i.i.d. problem, each by a rule constant on its groups
+/// of the coarser width where it is large enough to group and the groups'
+/// edges fit its total, from one pass over the tokens: token y is on H*
+/// where `in_h[y]`, whose draft mass is `q_h`. theta and r are written on
+/// every token; a side without a rule (`solved`'s `None`) holds zeros
+/// there, for the caller to solve by `minimise` and write over.
+pub(crate) struct BothSides {
+    pub theta: Vec<f64>,
+    pub marginal: Vec<f64>,
+    /// Per side (outer, inner), its grouped program's iterations and
+    /// whether the time limit stopped it.
+    pub solved: [Option<(usize, bool)>; 2],
+}
+
+pub(crate) fn both_sides(
+    (p, q): (&[f64], &[f64]),
+    in_h: &[bool],
+    q_h: f64,
+    n: usize,
+    budget: &Budget,
+    workspace: &mut Workspace,
+) -> BothSides {
+    let inside = in_h.iter().filter(|&&inside| inside).count();
+    let sizes = [p.len() - inside, inside];
+    let mut solved = [None, None];
+    let (mut theta, mut marginal) = (Vec::new(), Vec::new());
+    if sizes.iter().all(|&size| size < GROUPED_START_FROM) {
+        theta.resize(p.len(), 0.0);
+        marginal.resize(p.len(), 0.0);
+        return BothSides {
+            theta,
+            marginal,
+            solved,
+        };
+    }
+    let groups = Groups::new(q, p, COARSE_BITS, |y| usize::from(in_h[y]));
+    let budget = budget.with_max_iterations(budget.max_iterations.min(GROUP_RULE_ITERATIONS));
+    // Per group, its theta and r / q (zero for a side without a rule).
+    let (mut group_theta, mut per_q) = (vec![0.0; groups.q.len()], vec![0.0; groups.q.len()]);
+    for (side, base) in [(OUTER, q_h), (INNER, 0.0)] {
+        if sizes[side] < GROUPED_START_FROM {
+            continue;
+        }
+        let range = groups.of_side(side);
+        let potential = Selectable {
+            q: &groups.q[range.clone()],
+            base,
+            n,
+        };
+        let rule = grouped_rule(
+            &potential,
+            &groups.target[range.clone()],
+            side,
+            sizes[side],
+            &budget,
+            workspace,
+        );
+        let Some(rule) = rule else {
+            continue;
+        };
+        for (k, g) in range.enumerate() {
+            group_theta[g] = rule.theta[k];
+            per_q[g] = rule.marginal[k] / groups.q[g];
+        }
+        solved[side] = Some((rule.iterations, rule.out_of_time));
+        for vector in [rule.theta, rule.marginal] {
+            workspace.give(vector);
+        }
+    }
+    (q.par_iter()
+        .zip(p.par_iter())
+        .zip(in_h.par_iter())
+        .enumerate())
+    .with_min_len(TOKENS_PER_TASK)
+    .map(|(y, ((&qy, &py), &inside))| {
+        let group = groups.of_token(y, qy, py, usize::from(inside));
+        (group_theta[group], qy * per_q[group])
+    })
+    .unzip_into_vecs(&mut theta, &mut marginal);
+    BothSides {
+        theta,
+        marginal,
+        solved,
+    }
+}
+
 /// Minimises an i.i.d. side's `program` by a rule constant on groups of
-/// ratio where it is large enough to group and the groups' edges fit its
-/// total; otherwise (and where the grouped program fails) as
-/// `ratio_groups::minimise` does.
+/// the finer width where it is large enough to group and the groups'
+/// edges fit its total (`both_sides` tries the coarser one); otherwise
+/// (and where the grouped program fails) as `ratio_groups::minimise`
+/// does.
 pub(crate) fn minimise(
     program: &Program<Selectable>,
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Result<Solved, ConvexError> {
-    if program.p.len() >= GROUPED_START_FROM {
+    let side = match program.stop {
+        Stop::Excess => Some(OUTER),
+        Stop::Shortfall => Some(INNER),
+        Stop::ProjectedGradient => None,
+    };
+    if let Some(side) = side.filter(|_| program.p.len() >= GROUPED_START_FROM) {
         let budget = budget.with_max_iterations(budget.max_iterations.min(GROUP_RULE_ITERATIONS));
-        // r sums to P(S > 0) whatever theta: once for every width.
-        let total = program.potential.selected_mass();
-        for bits in GROUP_RULE_BITS {
-            if let Some(solved) = constant_on_groups(program, bits, total, &budget, workspace) {
-                return Ok(solved);
-            }
+        if let Some(solved) = constant_on_groups(program, side, FINE_BITS, &budget, workspace) {
+            return Ok(solved);
         }
     }
     ratio_groups::minimise(program, budget, workspace)
 }
 
-/// The groups of a side: per token, its group; per group, its q and its
-/// edge target.
+/// The groups of one or both sides: per token, its group; per group, its
+/// q and its edge target.
 struct Groups {
     /// A ratio's key: its top bits from `shift` on.
     shift: u32,
-    /// Per cell of ratio keys, its group (u32::MAX where empty).
-    index: Vec<u32>,
     first_key: u64,
-    /// The tokens of groups of their own, ascending.
-    own: Vec<usize>,
-    /// Groups of cells first, then one per token of its own, in token
-    /// order.
+    /// Per cell of ratio keys and side (entry 2 cell + side), its group
+    /// (u32::MAX where empty).
+    index: Vec<u32>,
+    /// Per side, the tokens of groups of their own, ascending.
+    own: [Vec<usize>; 2],
+    /// Per side, the first of its groups of one token.
+    first_own: [usize; 2],
+    /// The outer side's groups, then the inner side's; each side's groups
+    /// of cells first, then one per token of its own, in token order.
     q: Vec<f64>,
     target: Vec<f64>,
-    cells: usize,
 }
 
 impl Groups {
@@ -98,114 +194,139 @@ impl Groups {
     }
 
     #[inline]
-    fn cell(shift: u32, first_key: u64, ratio: f64) -> usize {
-        ((ratio.to_bits() >> shift) - first_key) as usize
+    fn cell(&self, ratio: f64) -> usize {
+        ((ratio.to_bits() >> self.shift) - self.first_key) as usize
     }
 
-    /// The groups of `bits` mantissa bits of the tokens of q and p, with
-    /// the least ratio of each group as its edge where `least`, else the
-    /// greatest.
-    fn new(q: &[f64], p: &[f64], bits: u32, least: bool) -> Self {
+    /// The groups of `bits` mantissa bits of the tokens of q and p, token
+    /// y on side `side_of(y)`: edges at the least ratio of each group
+    /// outside H*, at the greatest on H*.
+    fn new(q: &[f64], p: &[f64], bits: u32, side_of: impl Fn(usize) -> usize) -> Self {
         let shift = 52 - bits;
         let first_key = RATIO_FLOOR.to_bits() >> shift;
         let count = ((RATIO_CEILING.to_bits() >> shift) - first_key + 1) as usize;
-        let unset = if least { f64::INFINITY } else { 0.0 };
-        // Per cell: Σ q and the edge ratio, side by side.
-        let mut sums = vec![[0.0, unset]; count];
-        let mut own = Vec::new();
+        let mut groups = Self {
+            shift,
+            first_key,
+            index: vec![u32::MAX; 2 * count],
+            own: [Vec::new(), Vec::new()],
+            first_own: [0; 2],
+            q: Vec::new(),
+            target: Vec::new(),
+        };
+        // Per cell and side: Σ q and the edge ratio, its sign flipped on
+        // H* so that one minimum serves both sides without a branch on
+        // the side, which follows no pattern along the vocabulary.
+        const SIGN: [f64; 2] = [1.0, -1.0];
+        let mut sums = vec![[0.0, f64::INFINITY]; 2 * count];
         for (y, (&q, &p)) in q.iter().zip(p).enumerate() {
+            let side = side_of(y);
             if q >= OWN_GROUP_FROM {
-                own.push(y);
+                groups.own[side].push(y);
                 continue;
             }
             let ratio = Self::ratio(p, q);
-            let cell = &mut sums[Self::cell(shift, first_key, ratio)];
+            let cell = &mut sums[2 * groups.cell(ratio) + side];
             cell[0] += q;
-            cell[1] = if least {
-                cell[1].min(ratio)
-            } else {
-                cell[1].max(ratio)
-            };
+            cell[1] = cell[1].min(SIGN[side] * ratio);
         }
-        let occupied: Vec<usize> = (0..count).filter(|&k| sums[k][0] > 0.0).collect();
-        let mut index = vec![u32::MAX; count];
-        (occupied.iter().enumerate()).for_each(|(i, &k)| index[k] = i as u32);
-        let group_q = (occupied.iter().map(|&k| sums[k][0])).chain(own.iter().map(|&y| q[y]));
-        let target =
-            (occupied.iter().map(|&k| sums[k][0] * sums[k][1])).chain(own.iter().map(|&y| p[y]));
-        Self {
-            shift,
-            index,
-            first_key,
-            q: group_q.collect(),
-            target: target.collect(),
-            cells: occupied.len(),
-            own,
+        for side in [OUTER, INNER] {
+            for (k, sum) in sums.iter().enumerate().skip(side).step_by(2) {
+                if sum[0] > 0.0 {
+                    groups.index[k] = groups.q.len() as u32;
+                    groups.q.push(sum[0]);
+                    groups.target.push(sum[0] * SIGN[side] * sum[1]);
+                }
+            }
+            groups.first_own[side] = groups.q.len();
+            groups.q.extend(groups.own[side].iter().map(|&y| q[y]));
+            groups.target.extend(groups.own[side].iter().map(|&y| p[y]));
+        }
+        groups
+    }
+
+    /// The groups of `side`.
+    fn of_side(&self, side: usize) -> std::ops::Range<usize> {
+        match side {
+            OUTER => 0..self.first_own[OUTER] + self.own[OUTER].len(),
+            _ => self.first_own[OUTER] + self.own[OUTER].len()..self.q.len(),
         }
     }
 
-    /// Token y's group, from its q and p.
+    /// Token y's group, from its q, its p and its side.
     #[inline]
-    fn of_token(&self, y: usize, q: f64, p: f64) -> usize {
+    fn of_token(&self, y: usize, q: f64, p: f64, side: usize) -> usize {
         if q >= OWN_GROUP_FROM {
             // A search among the few tokens of their own groups.
-            self.cells + self.own.partition_point(|&x| x < y)
+            self.first_own[side] + self.own[side].partition_point(|&x| x < y)
         } else {
-            self.index[Self::cell(self.shift, self.first_key, Self::ratio(p, q))] as usize
+            self.index[2 * self.cell(Self::ratio(p, q)) + side] as usize
         }
     }
 }
 
+/// The solution of a side's program over its groups (`potential`, whose
+/// targets are the groups' `edges`), for a side of `size` tokens: `None`
+/// where grouping does not shrink the program, the edges ask for more
+/// than the side's total, or the grouped program fails.
+fn grouped_rule(
+    potential: &Selectable,
+    edges: &[f64],
+    side: usize,
+    size: usize,
+    budget: &Budget,
+    workspace: &mut Workspace,
+) -> Option<Solved> {
+    if edges.len() * SHRINK > size {
+        return None;
+    }
+    // Edges below r's total (outer) or above it (inner) leave no rule on
+    // the right side of them all. r sums to P(S > 0) whatever theta, the
+    // same over the groups as over their tokens.
+    let (total, sum): (f64, f64) = (potential.selected_mass(), edges.iter().sum());
+    let grouped = match side {
+        OUTER if sum >= total => Program::outer(potential, edges),
+        INNER if sum <= total => Program::inner(potential, edges),
+        _ => return None,
+    };
+    // The grouped program's residual bounds the side's (module
+    // documentation): it takes the side's whole tolerance.
+    ratio_groups::minimise(&grouped, budget, workspace).ok()
+}
+
 /// The side's solution by a rule constant on its groups of `bits`
-/// mantissa bits of the ratio, where r sums to `total`: `None` where
-/// grouping does not shrink the program, the edges ask for more than the
-/// side's total, or the grouped program fails.
+/// mantissa bits of the ratio (`grouped_rule`), on its tokens.
 fn constant_on_groups(
     program: &Program<Selectable>,
+    side: usize,
     bits: u32,
-    total: f64,
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Option<Solved> {
     let (q, p) = (program.potential.q, program.p);
-    let outer = match program.stop {
-        Stop::Excess => true,
-        Stop::Shortfall => false,
-        Stop::ProjectedGradient => return None,
-    };
-    let groups = Groups::new(q, p, bits, outer);
-    if groups.q.len() * SHRINK > p.len() {
-        return None;
-    }
-    // Edges below r's total (outer) or above it (inner) leave no rule on
-    // the right side of them all.
-    let edges: f64 = groups.target.iter().sum();
-    if (outer && edges < total) || (!outer && edges > total) {
-        return None;
-    }
+    let groups = Groups::new(q, p, bits, |_| side);
+    let range = groups.of_side(side);
     let potential = Selectable {
-        q: &groups.q,
+        q: &groups.q[range.clone()],
         ..*program.potential
     };
-    let grouped = Program {
-        name: program.name,
-        potential: &potential,
-        p: &groups.target,
-        bounds: program.bounds,
-        stop: program.stop,
-        reach: MAX_STEP_THETA,
-    };
-    // The grouped program's residual bounds the side's (module
-    // documentation): it takes the side's whole tolerance.
-    let solved = ratio_groups::minimise(&grouped, budget, workspace).ok()?;
-    let per_q: Vec<f64> = (solved.marginal.iter().zip(&groups.q))
+    let solved = grouped_rule(
+        &potential,
+        &groups.target[range.clone()],
+        side,
+        p.len(),
+        budget,
+        workspace,
+    )?;
+    let start = range.start;
+    let per_q: Vec<f64> = (solved.marginal.iter().zip(&groups.q[range]))
         .map(|(r, q)| r / q)
         .collect();
     let (mut theta, mut marginal) = (workspace.take(p.len()), workspace.take(p.len()));
     (q.par_iter().zip(p.par_iter()).enumerate())
         .with_min_len(TOKENS_PER_TASK)
         .map(|(y, (&qy, &py))| {
-            let group = groups.of_token(y, qy, py);
+            let group = groups.of_token(y, qy, py, side) - start;
             (solved.theta[group], qy * per_q[group])
         })
         .unzip_into_vecs(&mut theta, &mut marginal);
@@ -224,7 +345,6 @@ fn constant_on_groups(
 mod tests {
     use super::*;
     use crate::newton::Potential;
-    use crate::thresholds::THETA_LIMIT;
 
     /// Softmax of quasi-random logits (golden-ratio sequences) spread over
     /// 14 nats: `v` tokens, the draft's and a target within 3 nats of it.
@@ -270,17 +390,9 @@ mod tests {
     }
 
     fn program<'a>(side: &'a Selectable, p: &'a [f64], stop: Stop) -> Program<'a, Selectable<'a>> {
-        let bounds = match stop {
-            Stop::Excess => (-THETA_LIMIT, 0.0),
-            _ => (0.0, THETA_LIMIT),
-        };
-        Program {
-            name: "test",
-            potential: side,
-            p,
-            bounds,
-            stop,
-            reach: MAX_STEP_THETA,
+        match stop {
+            Stop::Excess => Program::outer(side, p),
+            _ => Program::inner(side, p),
         }
     }
 
@@ -299,11 +411,11 @@ mod tests {
                 n,
             };
             let program = program(&side, &side_p, stop);
-            for bits in GROUP_RULE_BITS {
+            let side_index = if stop == Stop::Excess { OUTER } else { INNER };
+            for bits in [COARSE_BITS, FINE_BITS] {
                 let mut workspace = Workspace::new();
-                let total = side.selected_mass();
                 let Some(solved) =
-                    constant_on_groups(&program, bits, total, &budget, &mut workspace)
+                    constant_on_groups(&program, side_index, bits, &budget, &mut workspace)
                 else {
                     continue;
                 };
@@ -355,6 +467,76 @@ mod tests {
         assert!(taken > 0);
     }
 
+    /// Both sides in one pass (`both_sides`) give, on each side they
+    /// take, the rule of that side's own program at the coarser width
+    /// (the same groups, summed in the same order: to the bit), and zeros
+    /// on a side they leave; on two real rows (n = 2, 4, where they take
+    /// both) and on quasi-random laws (n = 2, 8, 32).
+    #[test]
+    fn both_sides_at_once_are_each_side_alone() {
+        let mut rows: Vec<(Vec<f64>, Vec<f64>)> = (mdsd_benches::real_rows().into_iter())
+            .take(2)
+            .map(|(p, q)| (p.probs().to_vec(), q.probs().to_vec()))
+            .collect();
+        rows.push(laws(40_000));
+        let budget = Budget::default().with_max_gap(1e-8);
+        let mut taken = 0;
+        for (row, (p, q)) in rows.iter().enumerate() {
+            for n in [2, 4, 8, 32] {
+                let [outer, inner] = sides(p, q, n);
+                let target = mdsd_core::Distribution::from_probs(p.to_vec()).unwrap();
+                let draft = mdsd_core::Distribution::from_probs(q.to_vec()).unwrap();
+                let bound =
+                    mdsd_bounds::optimal_acceptance_iid(&target, &draft, n, Default::default())
+                        .unwrap();
+                let mut in_h = vec![false; p.len()];
+                bound.certificate.iter().for_each(|&y| in_h[y] = true);
+                let mut workspace = Workspace::new();
+                let both = both_sides((p, q), &in_h, outer.2, n, &budget, &mut workspace);
+                for (index, (side_q, side_p, base, stop)) in
+                    [(OUTER, outer.clone()), (INNER, inner.clone())]
+                {
+                    let potential = Selectable {
+                        q: &side_q,
+                        base,
+                        n,
+                    };
+                    let program = program(&potential, &side_p, stop);
+                    // A side too small to group is not grouped.
+                    let alone = (side_p.len() >= GROUPED_START_FROM)
+                        .then(|| {
+                            constant_on_groups(
+                                &program,
+                                index,
+                                COARSE_BITS,
+                                &budget.with_max_iterations(GROUP_RULE_ITERATIONS),
+                                &mut workspace,
+                            )
+                        })
+                        .flatten();
+                    let on_side = (0..p.len()).filter(|&y| usize::from(in_h[y]) == index);
+                    let written: (Vec<f64>, Vec<f64>) =
+                        on_side.map(|y| (both.theta[y], both.marginal[y])).unzip();
+                    match (both.solved[index], alone) {
+                        (Some((iterations, _)), Some(alone)) => {
+                            taken += 1;
+                            assert_eq!(iterations, alone.iterations, "row {row}, n {n}");
+                            assert_eq!(written, (alone.theta, alone.marginal), "row {row}, n {n}");
+                        }
+                        (None, None) => {
+                            assert!(written.0.iter().chain(&written.1).all(|&x| x == 0.0));
+                        }
+                        (both, alone) => panic!(
+                            "row {row}, n {n}, side {index}: {both:?} at once, {} alone",
+                            alone.is_some()
+                        ),
+                    }
+                }
+            }
+        }
+        assert!(taken >= 8, "{taken} sides taken");
+    }
+
     /// An inner side with no slack (p is the r of some weights, so p's
     /// total is the side's): the groups' edges ask for more than it, the
     /// rule on groups is refused, and the side is solved token by token
@@ -373,9 +555,8 @@ mod tests {
         let program = program(&side, &p, Stop::Shortfall);
         let budget = Budget::default().with_max_gap(1e-8);
         let mut workspace = Workspace::new();
-        for bits in GROUP_RULE_BITS {
-            let total = side.selected_mass();
-            assert!(constant_on_groups(&program, bits, total, &budget, &mut workspace).is_none());
+        for bits in [COARSE_BITS, FINE_BITS] {
+            assert!(constant_on_groups(&program, INNER, bits, &budget, &mut workspace).is_none());
         }
         let solved = minimise(&program, &budget, &mut workspace).unwrap();
         let lost: f64 = (solved.marginal.iter().zip(&p))

@@ -87,6 +87,6 @@ pub use error::ConvexError;
 pub use global_resolution::{
     DEFAULT_ENUMERATION_BUDGET, DEFAULT_TRUNCATION, GlobalResolution, GlobalResolutionSolution,
 };
-pub use selection_rule::{Counting, SelectionRule};
+pub use selection_rule::{Counting, SelectionRule, Support};
 pub use solver::{ConvexSolution, ConvexSolver};
 pub use workspace::Workspace;

@@ -14,6 +14,49 @@ pub enum Counting {
     PerSet,
 }
 
+/// The tokens a rule selects, ascending: its vectors are on them, in this
+/// order. The whole vocabulary is not listed: at a full support a list
+/// would be as large as the rule's weights, made at every solve and read
+/// by none of its selections.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Support {
+    /// Every token of a vocabulary of this size: slot y holds token y.
+    Vocabulary(usize),
+    /// These tokens, ascending: a draft's support short of the vocabulary,
+    /// or a truncation set.
+    Tokens(Vec<usize>),
+}
+
+impl Support {
+    /// The number of tokens.
+    pub fn len(&self) -> usize {
+        match self {
+            Support::Vocabulary(size) => *size,
+            Support::Tokens(tokens) => tokens.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The token at `slot`.
+    pub fn token(&self, slot: usize) -> usize {
+        match self {
+            Support::Vocabulary(_) => slot,
+            Support::Tokens(tokens) => tokens[slot],
+        }
+    }
+
+    /// The slot of `token`, if the rule selects it.
+    pub fn slot(&self, token: usize) -> Option<usize> {
+        match self {
+            Support::Vocabulary(size) => (token < *size).then_some(token),
+            Support::Tokens(tokens) => tokens.binary_search(&token).ok(),
+        }
+    }
+}
+
 /// A selection rule from solved weights: among the drafts outside H* by
 /// the outer weights e^theta (<= 1) when there is one, else among all
 /// drafts by the inner weights (>= 1), with `inner_none` the weight of
@@ -27,9 +70,9 @@ pub enum Counting {
 pub struct SelectionRule {
     /// The vocabulary's size.
     pub vocabulary: usize,
-    /// The selectable tokens, ascending: the vectors below are on them,
-    /// in this order; every other token has weight 0 and r = 0.
-    pub tokens: Vec<usize>,
+    /// The selectable tokens: the vectors below are on them, in their
+    /// order; every other token has weight 0 and r = 0.
+    pub tokens: Support,
     /// theta: the outer program's (<= 0) outside H*, the inner one's on
     /// H*.
     pub theta: Vec<f64>,
@@ -50,10 +93,7 @@ impl SelectionRule {
     /// draft of probability 0, or one outside a truncation set), and sums
     /// to less than 1 where the rule may select nothing.
     pub fn selection(&self, drafts: &[usize]) -> Vec<(usize, f64)> {
-        let slots: Option<Vec<usize>> = drafts
-            .iter()
-            .map(|x| self.tokens.binary_search(x).ok())
-            .collect();
+        let slots: Option<Vec<usize>> = drafts.iter().map(|&x| self.tokens.slot(x)).collect();
         let Some(mut slots) = slots else {
             return Vec::new();
         };
@@ -77,7 +117,7 @@ impl SelectionRule {
             if w <= 0.0 {
                 continue;
             }
-            let (x, w) = (self.tokens[s], w / total);
+            let (x, w) = (self.tokens.token(s), w / total);
             match law.iter_mut().find(|e| e.0 == x) {
                 Some(entry) => entry.1 += w,
                 None => law.push((x, w)),
@@ -88,15 +128,16 @@ impl SelectionRule {
 
     /// r on the whole vocabulary.
     pub fn selected_law(&self) -> Vec<f64> {
-        // Ascending tokens as many as the vocabulary are all of it.
-        if self.tokens.len() == self.vocabulary {
-            return self.selected.clone();
+        match &self.tokens {
+            Support::Vocabulary(_) => self.selected.clone(),
+            Support::Tokens(tokens) => {
+                let mut law = vec![0.0; self.vocabulary];
+                for (&y, &r) in tokens.iter().zip(&self.selected) {
+                    law[y] = r;
+                }
+                law
+            }
         }
-        let mut law = vec![0.0; self.vocabulary];
-        for (&y, &r) in self.tokens.iter().zip(&self.selected) {
-            law[y] = r;
-        }
-        law
     }
 
     /// The acceptance of the selected token against p (on `tokens`, in
@@ -111,7 +152,7 @@ impl SelectionRule {
 /// Newton iterations of both.
 pub(crate) struct Assembly<'a> {
     pub vocabulary: usize,
-    pub tokens: Vec<usize>,
+    pub tokens: Support,
     pub outer: (&'a [usize], Solved),
     pub inner: (&'a [usize], Solved),
     pub inner_none: f64,

@@ -4,7 +4,8 @@
 use mdsd_benches::small_problems;
 use mdsd_bounds::{acceptance_upper_bound, optimal_acceptance};
 use mdsd_convex::{
-    Budget, ConvexError, ConvexSolver, DEFAULT_TOLERANCE, GlobalResolution, resolvable_drafts,
+    Budget, ConvexError, ConvexSolver, DEFAULT_TOLERANCE, GlobalResolution, Support,
+    resolvable_drafts,
 };
 use mdsd_core::{DraftScheme, Method, Problem, SchemeKind, Solve};
 use proptest::prelude::*;
@@ -44,7 +45,15 @@ fn check(problem: &Problem, tolerance: f64) -> Result<(), TestCaseError> {
     // the same rounding).
     let q = problem.drafts().drafts()[0].probs();
     let support: Vec<usize> = (0..q.len()).filter(|&y| q[y] > 0.0).collect();
-    prop_assert_eq!(&solution.rule.tokens, &support);
+    let tokens: Vec<usize> = (0..solution.rule.tokens.len())
+        .map(|slot| solution.rule.tokens.token(slot))
+        .collect();
+    prop_assert_eq!(&tokens, &support);
+    // The whole vocabulary is not listed.
+    prop_assert_eq!(
+        matches!(solution.rule.tokens, Support::Vocabulary(_)),
+        support.len() == q.len()
+    );
     let full = optimal_acceptance(problem).unwrap();
     prop_assert!((solution.summary.alpha_star - full.alpha_star).abs() <= rounding);
     let attained = acceptance_upper_bound(problem, &solution.summary.certificate).unwrap();

@@ -19,6 +19,7 @@ pub(crate) use conjugate_gradients::newton_by_conjugate_gradients;
 
 use crate::budget::Budget;
 use crate::error::ConvexError;
+use crate::thresholds::THETA_LIMIT;
 use crate::workspace::Workspace;
 
 /// Width of the ε-active set at the bounds, in theta.
@@ -98,7 +99,7 @@ pub(crate) trait Potential: Sync {
 }
 
 /// When a program is solved.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Stop {
     /// The acceptance lost outside H*, Σ (r - p)+, is within the tolerance.
     Excess,
@@ -130,6 +131,38 @@ pub(crate) struct Solved {
     /// Whether the budget's time limit stopped the program before its
     /// target gap.
     pub out_of_time: bool,
+}
+
+impl<'a, P: Potential> Program<'a, P> {
+    /// The outer program over `potential` with target `p` (`docs/DESIGN.md`
+    /// §5): theta <= 0 on the tokens outside H, stopped on the excess
+    /// Σ (r - p)+.
+    pub(crate) fn outer(potential: &'a P, p: &'a [f64]) -> Self {
+        Self::of_side("outer", potential, p, (-THETA_LIMIT, 0.0), Stop::Excess)
+    }
+
+    /// The inner program: theta >= 0 on H, stopped on the shortfall
+    /// Σ (p - r)+.
+    pub(crate) fn inner(potential: &'a P, p: &'a [f64]) -> Self {
+        Self::of_side("inner", potential, p, (0.0, THETA_LIMIT), Stop::Shortfall)
+    }
+
+    fn of_side(
+        name: &'static str,
+        potential: &'a P,
+        p: &'a [f64],
+        bounds: (f64, f64),
+        stop: Stop,
+    ) -> Self {
+        Self {
+            name,
+            potential,
+            p,
+            bounds,
+            stop,
+            reach: MAX_STEP_THETA,
+        }
+    }
 }
 
 impl<P: Potential> Program<'_, P> {

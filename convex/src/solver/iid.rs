@@ -5,13 +5,14 @@
 use mdsd_bounds::{IidAlgorithm, optimal_acceptance_iid};
 use mdsd_core::{Distribution, Problem};
 
-use super::programs::{ConvexSolution, Side, Sides, assemble, solve_side};
+use super::programs::{ConvexSolution, Side, solution, solve_side};
 use super::support::on_support;
 use crate::budget::Budget;
 use crate::error::ConvexError;
-use crate::group_rule;
+use crate::group_rule::{self, BothSides};
 use crate::numeric::sum_at;
 use crate::potential::iid::Selectable;
+use crate::selection_rule::{Counting, SelectionRule, Support};
 use crate::thresholds::PARALLEL_FROM;
 use crate::workspace::Workspace;
 
@@ -64,12 +65,14 @@ pub(super) fn solve(
 }
 
 /// Solves the programs of the problem restricted to the draft's support
-/// (`restrict`), whose first tokens are `support`'s.
+/// (`restrict`), whose first tokens are `support`'s: both sides by rules
+/// constant on groups in one pass over the tokens where they are large
+/// (`group_rule::both_sides`), each other side on its own tokens.
 fn solve_on_support(
     target: &Distribution,
     draft: &Distribution,
     n: usize,
-    support: Vec<usize>,
+    support: Support,
     vocabulary: usize,
     budget: &Budget,
     workspace: &mut Workspace,
@@ -91,64 +94,84 @@ fn solve_on_support(
     // form's list, without the extra token of `restrict` past them.
     let mut inner = bound.certificate;
     inner.truncate(inner.partition_point(|&y| y < support.len()));
-    // Branch-free compaction: whether a token is in H* follows no pattern
-    // along the vocabulary. Each token is written at the next free slot,
-    // which moves on only past the outer ones (one slot of room past them).
-    let mut outer = vec![0; support.len() - inner.len() + 1];
+    let q_h = sum_at(&inner, q);
+    let BothSides {
+        mut theta,
+        mut marginal,
+        solved,
+    } = group_rule::both_sides((p, q), &in_h, q_h, n, &budget.share(0.5), workspace);
+    let (mut iterations, mut out_of_time) = (0, false);
+    for (side, solved) in [Side::Outer, Side::Inner].into_iter().zip(solved) {
+        let (side_iterations, side_out_of_time) = match solved {
+            Some(solved) => solved,
+            None => {
+                // The outer program's world holds H*'s draft mass as its
+                // base: a draft in H* is drafted but never selected there.
+                let outer;
+                let (slots, base) = match side {
+                    Side::Outer => {
+                        outer = outer_slots(&in_h);
+                        (&outer, q_h)
+                    }
+                    Side::Inner => (&inner, 0.0),
+                };
+                let (side_q, side_p) = (workspace.gather(slots, q), workspace.gather(slots, p));
+                let potential = Selectable {
+                    q: &side_q,
+                    base,
+                    n,
+                };
+                let solved = solve_side(
+                    side,
+                    &potential,
+                    &side_p,
+                    budget,
+                    group_rule::minimise,
+                    workspace,
+                )?;
+                for ((&slot, &t), &r) in slots.iter().zip(&solved.theta).zip(&solved.marginal) {
+                    theta[slot] = t;
+                    marginal[slot] = r;
+                }
+                for vector in [side_q, side_p, solved.theta, solved.marginal] {
+                    workspace.give(vector);
+                }
+                (solved.iterations, solved.out_of_time)
+            }
+        };
+        iterations += side_iterations;
+        out_of_time |= side_out_of_time;
+    }
+    let rule = SelectionRule {
+        vocabulary,
+        tokens: support,
+        theta,
+        in_certificate: in_h,
+        selected: marginal,
+        inner_none: 0.0,
+        counting: Counting::PerDraft,
+    };
+    Ok(solution(
+        budget,
+        rule,
+        (bound.alpha_star, inner),
+        (iterations, out_of_time),
+        p,
+    ))
+}
+
+/// The slots outside H*, ascending, compacted without a branch: whether a
+/// token is in H* follows no pattern along the vocabulary. Each token is
+/// written at the next free slot, which moves on only past the outer ones
+/// (one slot of room past them).
+fn outer_slots(in_h: &[bool]) -> Vec<usize> {
+    let outside = in_h.iter().filter(|&&inside| !inside).count();
+    let mut outer = vec![0; outside + 1];
     let mut kept = 0;
     for (y, &inside) in in_h.iter().enumerate() {
         outer[kept] = y;
         kept += usize::from(!inside);
     }
     outer.truncate(kept);
-    let q_h = sum_at(&inner, q);
-
-    // The outer program's world holds H*'s draft mass as its base: a
-    // draft in H* is drafted but never selected there.
-    let (outer_q, outer_p) = (workspace.gather(&outer, q), workspace.gather(&outer, p));
-    let outer_potential = Selectable {
-        q: &outer_q,
-        base: q_h,
-        n,
-    };
-    let outer_solved = solve_side(
-        Side::Outer,
-        &outer_potential,
-        &outer_p,
-        budget,
-        group_rule::minimise,
-        workspace,
-    )?;
-    let (inner_q, inner_p) = (workspace.gather(&inner, q), workspace.gather(&inner, p));
-    let inner_potential = Selectable {
-        q: &inner_q,
-        base: 0.0,
-        n,
-    };
-    let inner_solved = solve_side(
-        Side::Inner,
-        &inner_potential,
-        &inner_p,
-        budget,
-        group_rule::minimise,
-        workspace,
-    )?;
-    let sides = Sides {
-        outer: (&outer, &outer_p),
-        inner: (inner, &inner_p),
-        support,
-        vocabulary,
-        p,
-    };
-    let solution = assemble(
-        budget,
-        sides,
-        (outer_solved, inner_solved),
-        bound.alpha_star,
-        workspace,
-    );
-    for vector in [outer_q, outer_p, inner_q, inner_p] {
-        workspace.give(vector);
-    }
-    Ok(solution)
+    outer
 }

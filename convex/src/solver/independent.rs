@@ -24,6 +24,7 @@ use crate::newton::{Program, Stop};
 use crate::numeric::lane_sum;
 use crate::potential::independent::Independent;
 use crate::ratio_groups;
+use crate::selection_rule::Support;
 use crate::thresholds::THETA_LIMIT;
 use crate::workspace::Workspace;
 
@@ -37,7 +38,7 @@ struct Drafted<'a> {
     p: &'a [f64],
     q: &'a [&'a [f64]],
     counts: &'a [usize],
-    support: &'a [usize],
+    support: &'a Support,
     vocabulary: usize,
 }
 
@@ -53,12 +54,11 @@ pub(super) fn solve(
     // token is drafted (a softmax at the full vocabulary), the laws as
     // they are.
     let support = draft_support(&laws);
-    let gathered: Vec<Vec<f64>> = if support.len() < target.len() {
-        (std::iter::once(target).chain(laws.iter().copied()))
-            .map(|x| workspace.gather(&support, x))
-            .collect()
-    } else {
-        Vec::new()
+    let gathered: Vec<Vec<f64>> = match &support {
+        Support::Tokens(tokens) => (std::iter::once(target).chain(laws.iter().copied()))
+            .map(|x| workspace.gather(tokens, x))
+            .collect(),
+        Support::Vocabulary(_) => Vec::new(),
     };
     let (p, q): (&[f64], Vec<&[f64]>) = match gathered.split_first() {
         Some((p, q)) => (p, q.iter().map(Vec::as_slice).collect()),
@@ -182,7 +182,7 @@ fn solve_sides(
     let sides = Sides {
         outer: (&outer, &outer_p),
         inner: (inner, &inner_p),
-        support: drafted.support.to_vec(),
+        support: drafted.support.clone(),
         vocabulary: drafted.vocabulary,
         p,
     };

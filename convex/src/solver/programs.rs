@@ -10,9 +10,8 @@ use mdsd_core::{Solution, Status, Summary};
 
 use crate::budget::Budget;
 use crate::error::ConvexError;
-use crate::newton::{MAX_STEP_THETA, Potential, Program, Solved, Stop};
-use crate::selection_rule::{Assembly, Counting, SelectionRule};
-use crate::thresholds::THETA_LIMIT;
+use crate::newton::{Potential, Program, Solved};
+use crate::selection_rule::{Assembly, Counting, SelectionRule, Support};
 use crate::workspace::Workspace;
 
 /// The solved selection rule, on the draft's support: with the draft
@@ -47,17 +46,9 @@ pub(super) enum Side {
 impl Side {
     /// The side's program over `potential` with target `p`.
     fn program<'a, P: Potential>(self, potential: &'a P, p: &'a [f64]) -> Program<'a, P> {
-        let (name, bounds, stop) = match self {
-            Side::Outer => ("outer", (-THETA_LIMIT, 0.0), Stop::Excess),
-            Side::Inner => ("inner", (0.0, THETA_LIMIT), Stop::Shortfall),
-        };
-        Program {
-            name,
-            potential,
-            p,
-            bounds,
-            stop,
-            reach: MAX_STEP_THETA,
+        match self {
+            Side::Outer => Program::outer(potential, p),
+            Side::Inner => Program::inner(potential, p),
         }
     }
 }
@@ -68,7 +59,7 @@ impl Side {
 pub(super) struct Sides<'a> {
     pub outer: (&'a [usize], &'a [f64]),
     pub inner: (Vec<usize>, &'a [f64]),
-    pub support: Vec<usize>,
+    pub support: Support,
     pub vocabulary: usize,
     pub p: &'a [f64],
 }
@@ -98,13 +89,7 @@ pub(super) fn assemble(
     alpha_star: f64,
     workspace: &mut Workspace,
 ) -> ConvexSolution {
-    let status = if outer.out_of_time || inner.out_of_time {
-        Status::TimeLimit
-    } else {
-        Status::Converged {
-            tolerance: budget.max_gap,
-        }
-    };
+    let out_of_time = outer.out_of_time || inner.out_of_time;
     let (rule, iterations) = Assembly {
         vocabulary: sides.vocabulary,
         tokens: sides.support,
@@ -114,12 +99,40 @@ pub(super) fn assemble(
         counting: Counting::PerDraft,
     }
     .rule(workspace);
-    // H*: the inner slots, in place, as the rule's tokens.
-    let mut certificate = sides.inner.0;
-    certificate.iter_mut().for_each(|k| *k = rule.tokens[*k]);
+    solution(
+        budget,
+        rule,
+        (alpha_star, sides.inner.0),
+        (iterations, out_of_time),
+        sides.p,
+    )
+}
+
+/// The solution of `rule` on the support, where p is `p`: its summary
+/// with `alpha_star` and H (`certificate`, slots of the support, ascending),
+/// the Newton iterations of both programs and whether the time limit
+/// stopped either.
+pub(super) fn solution(
+    budget: &Budget,
+    rule: SelectionRule,
+    (alpha_star, mut certificate): (f64, Vec<usize>),
+    (iterations, out_of_time): (usize, bool),
+    p: &[f64],
+) -> ConvexSolution {
+    let status = if out_of_time {
+        Status::TimeLimit
+    } else {
+        Status::Converged {
+            tolerance: budget.max_gap,
+        }
+    };
+    // H*: the slots, in place, as the rule's tokens.
+    if let Support::Tokens(tokens) = &rule.tokens {
+        certificate.iter_mut().for_each(|k| *k = tokens[*k]);
+    }
     let summary = Summary {
         alpha_star,
-        acceptance: rule.acceptance(sides.p),
+        acceptance: rule.acceptance(p),
         certificate,
         status,
         iterations,

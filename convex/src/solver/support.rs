@@ -6,7 +6,25 @@ use mdsd_core::{CoreError, Distribution};
 
 use crate::error::ConvexError;
 use crate::numeric::{lane_sum, sum_where};
+use crate::selection_rule::Support;
 use crate::workspace::Workspace;
+
+/// The tokens some draft law (of one vocabulary) gives a probability of at
+/// least `DRAFTED_AT_LEAST`: the whole vocabulary where every token is
+/// (a softmax), found by one pass that only reads the laws; else their
+/// list (`drafted_tokens`).
+pub(super) fn draft_support(laws: &[&[f64]]) -> Support {
+    let size = laws.first().map_or(0, |law| law.len());
+    // A minimum over each law, which vectorises, where a test per token
+    // would stop early only on laws that are not full.
+    let least = (laws.iter())
+        .map(|law| law.iter().fold(f64::INFINITY, |least, &q| least.min(q)))
+        .fold(0.0f64, f64::max);
+    if least >= DRAFTED_AT_LEAST {
+        return Support::Vocabulary(size);
+    }
+    Support::Tokens(drafted_tokens(laws))
+}
 
 /// The tokens some draft law (of one vocabulary) gives a probability of at
 /// least `DRAFTED_AT_LEAST`, ascending, in one pass over the laws alone (p
@@ -15,7 +33,7 @@ use crate::workspace::Workspace;
 /// empty); the tests of the others become a bit mask: drafted tokens are
 /// spread along the vocabulary, and a branch per token would mispredict
 /// on each of them.
-pub(super) fn draft_support(laws: &[&[f64]]) -> Vec<usize> {
+fn drafted_tokens(laws: &[&[f64]]) -> Vec<usize> {
     const CHUNK: usize = 32;
     let size = laws.first().map_or(0, |law| law.len());
     let mut support = Vec::new();
@@ -66,16 +84,22 @@ pub(super) fn on_support<T>(
     workspace: &mut Workspace,
     solve: impl FnOnce(
         (&Distribution, &Distribution),
-        Vec<usize>,
+        Support,
         &mut Workspace,
     ) -> Result<T, ConvexError>,
 ) -> Result<T, ConvexError> {
-    let support = draft_support(&[draft.probs()]);
-    if support.len() == target.len() {
-        return solve((target, draft), support, workspace);
-    }
+    let support = match draft_support(&[draft.probs()]) {
+        Support::Tokens(tokens) if tokens.len() < target.len() => tokens,
+        _ => {
+            return solve(
+                (target, draft),
+                Support::Vocabulary(target.len()),
+                workspace,
+            );
+        }
+    };
     let (p, q) = restrict(target, draft, &support, workspace)?;
-    let solution = solve((&p, &q), support, workspace);
+    let solution = solve((&p, &q), Support::Tokens(support), workspace);
     workspace.give_problem(p.into_probs(), q.into_probs());
     solution
 }
@@ -122,7 +146,7 @@ fn restrict(
 
 #[cfg(test)]
 mod tests {
-    use super::draft_support;
+    use super::{Support, draft_support, drafted_tokens};
 
     /// The support is the tokens with q > 0, ascending, whatever blocks
     /// they fall in: empty blocks, full ones, -0.0 entries (bits set, not
@@ -140,12 +164,18 @@ mod tests {
                     })
                     .collect();
                 let expected: Vec<usize> = (0..v).filter(|&y| q[y] > 0.0).collect();
-                assert_eq!(draft_support(&[&q]), expected, "v = {v}, stride {stride}");
+                assert_eq!(drafted_tokens(&[&q]), expected, "v = {v}, stride {stride}");
+                // Listed unless every token is drafted.
+                let support = match expected.len() == v {
+                    true => Support::Vocabulary(v),
+                    false => Support::Tokens(expected.clone()),
+                };
+                assert_eq!(draft_support(&[&q]), support, "v = {v}, stride {stride}");
                 // A second law, positive elsewhere: the union.
                 let other: Vec<f64> = (0..v).map(|y| if y % 7 == 2 { 0.5 } else { 0.0 }).collect();
                 let either: Vec<usize> = (0..v).filter(|&y| q[y] > 0.0 || other[y] > 0.0).collect();
                 assert_eq!(
-                    draft_support(&[&q, &other]),
+                    drafted_tokens(&[&q, &other]),
                     either,
                     "two laws, v = {v}, stride {stride}"
                 );

@@ -14,6 +14,7 @@ use crate::error::ConvexError;
 use crate::newton::Program;
 use crate::potential::without_replacement::WithoutReplacement;
 use crate::ratio_groups::log_ratio_start;
+use crate::selection_rule::Support;
 use crate::workspace::Workspace;
 
 /// Solves a problem with drafts without replacement on the draft's
@@ -62,7 +63,7 @@ fn dominant_draft(q: &[f64]) -> ConvexError {
 fn solve_on_support(
     target: &Distribution,
     drafts: &DraftScheme,
-    support: Vec<usize>,
+    support: Support,
     vocabulary: usize,
     budget: &Budget,
     workspace: &mut Workspace,
