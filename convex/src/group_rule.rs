@@ -29,6 +29,7 @@
 use crate::budget::Budget;
 use crate::error::ConvexError;
 use crate::newton::{Program, Solved, Stop};
+use crate::numeric::join_from;
 use crate::potential::iid::Selectable;
 use crate::ratio_groups::{self, Groupable, RATIO_CEILING, RATIO_FLOOR, SHRINK};
 use crate::thresholds::{GROUPED_START_FROM, TOKENS_PER_TASK};
@@ -56,9 +57,17 @@ const OWN_GROUP_FROM: f64 = 1e-4;
 const OUTER: usize = 0;
 const INNER: usize = 1;
 
+/// The cells of the coarser width of an i.i.d. problem's tokens, for
+/// `both_sides`, where its support is large enough to group: they need
+/// no side, so the solver makes them beside the closed form that finds
+/// H*.
+pub(crate) fn coarse_cells(p: &[f64], q: &[f64], workspace: &mut Workspace) -> Option<Cells> {
+    (p.len() >= GROUPED_START_FROM).then(|| Cells::new(q, p, COARSE_BITS, workspace))
+}
+
 /// Both sides of an i.i.d. problem, each by a rule constant on its groups
-/// of the coarser width where it is large enough to group and the groups'
-/// edges fit its total, from one pass over the tokens: token y is on H*
+/// of the coarser width (`cells`, from `coarse_cells`) where it is large
+/// enough to group and the groups' edges fit its total: token y is on H*
 /// where `in_h[y]`, whose draft mass is `q_h`. theta and r are written on
 /// every token; a side without a rule (`solved`'s `None`) holds zeros
 /// there, for the caller to solve by `minimise` and write over.
@@ -71,6 +80,7 @@ pub(crate) struct BothSides {
 }
 
 pub(crate) fn both_sides(
+    cells: Option<Cells>,
     (p, q): (&[f64], &[f64]),
     in_h: &[bool],
     q_h: f64,
@@ -82,22 +92,26 @@ pub(crate) fn both_sides(
     let sizes = [p.len() - inside, inside];
     let mut solved = [None, None];
     let (mut theta, mut marginal) = (Vec::new(), Vec::new());
-    if sizes.iter().all(|&size| size < GROUPED_START_FROM) {
-        theta.resize(p.len(), 0.0);
-        marginal.resize(p.len(), 0.0);
-        return BothSides {
-            theta,
-            marginal,
-            solved,
-        };
-    }
-    let groups = Groups::new(q, p, COARSE_BITS, |y| usize::from(in_h[y]));
+    let cells = match cells {
+        Some(cells) if sizes.iter().any(|&size| size >= GROUPED_START_FROM) => cells,
+        cells => {
+            if let Some(cells) = cells {
+                cells.give(workspace);
+            }
+            theta.resize(p.len(), 0.0);
+            marginal.resize(p.len(), 0.0);
+            return BothSides {
+                theta,
+                marginal,
+                solved,
+            };
+        }
+    };
+    let groups = Groups::new(&cells, q, p, Sides::ByCertificate(in_h));
     let budget = budget.with_max_iterations(budget.max_iterations.min(GROUP_RULE_ITERATIONS));
-    // Per group, its theta and r / q (zero for a side without a rule).
-    let (mut group_theta, mut per_q) = (vec![0.0; groups.q.len()], vec![0.0; groups.q.len()]);
-    for (side, base) in [(OUTER, q_h), (INNER, 0.0)] {
+    let rule_of = |side: usize, base: f64, workspace: &mut Workspace| {
         if sizes[side] < GROUPED_START_FROM {
-            continue;
+            return None;
         }
         let range = groups.of_side(side);
         let potential = Selectable {
@@ -105,36 +119,39 @@ pub(crate) fn both_sides(
             base,
             n,
         };
-        let rule = grouped_rule(
-            &potential,
-            &groups.target[range.clone()],
-            side,
-            sizes[side],
-            &budget,
-            workspace,
-        );
-        let Some(rule) = rule else {
-            continue;
-        };
-        for (k, g) in range.enumerate() {
+        let edges = &groups.target[range];
+        grouped_rule(&potential, edges, side, sizes[side], &budget, workspace)
+    };
+    // The two grouped programs, side by side: the inner one's vectors, of
+    // a few thousand groups, are smaller than a workspace keeps.
+    let rules = join_from(
+        p.len(),
+        || rule_of(OUTER, q_h, workspace),
+        || rule_of(INNER, 0.0, &mut Workspace::new()),
+    );
+    // Per group, its theta and r / q (zero for a side without a rule).
+    let (mut group_theta, mut per_q) = (vec![0.0; groups.q.len()], vec![0.0; groups.q.len()]);
+    for (side, rule) in [(OUTER, rules.0), (INNER, rules.1)] {
+        let Some(rule) = rule else { continue };
+        for (k, g) in groups.of_side(side).enumerate() {
             group_theta[g] = rule.theta[k];
             per_q[g] = rule.marginal[k] / groups.q[g];
         }
         solved[side] = Some((rule.iterations, rule.out_of_time));
-        for vector in [rule.theta, rule.marginal] {
-            workspace.give(vector);
-        }
     }
-    (q.par_iter()
-        .zip(p.par_iter())
+    (cells
+        .of_token
+        .par_iter()
+        .zip(q.par_iter())
         .zip(in_h.par_iter())
         .enumerate())
     .with_min_len(TOKENS_PER_TASK)
-    .map(|(y, ((&qy, &py), &inside))| {
-        let group = groups.of_token(y, qy, py, usize::from(inside));
+    .map(|(y, ((&cell, &qy), &inside))| {
+        let group = groups.of_token(y, cell, usize::from(inside));
         (group_theta[group], qy * per_q[group])
     })
     .unzip_into_vecs(&mut theta, &mut marginal);
+    cells.give(workspace);
     BothSides {
         theta,
         marginal,
@@ -166,26 +183,20 @@ pub(crate) fn minimise(
     ratio_groups::minimise(program, budget, workspace)
 }
 
-/// The groups of one or both sides: per token, its group; per group, its
-/// q and its edge target.
-struct Groups {
-    /// A ratio's key: its top bits from `shift` on.
-    shift: u32,
-    first_key: u64,
-    /// Per cell of ratio keys and side (entry 2 cell + side), its group
-    /// (u32::MAX where empty).
-    index: Vec<u32>,
-    /// Per side, the tokens of groups of their own, ascending.
-    own: [Vec<usize>; 2],
-    /// Per side, the first of its groups of one token.
-    first_own: [usize; 2],
-    /// The outer side's groups, then the inner side's; each side's groups
-    /// of cells first, then one per token of its own, in token order.
-    q: Vec<f64>,
-    target: Vec<f64>,
+/// Per token, its cell of ratio keys; per cell, the sums that its groups
+/// need: one pass over the tokens, which needs no side. Its vectors come
+/// from a workspace and go back to it (`give`).
+pub(crate) struct Cells {
+    /// Per token, its cell; the tokens of groups of their own
+    /// (`OWN_GROUP_FROM`) are in the last cell, which holds no other.
+    of_token: Vec<u32>,
+    /// Per cell, three entries: Σ q, the least ratio and the greatest.
+    sums: Vec<f64>,
+    /// The tokens of groups of their own, ascending.
+    own: Vec<usize>,
 }
 
-impl Groups {
+impl Cells {
     /// p / q, clamped to [RATIO_FLOOR, RATIO_CEILING] (a program's
     /// tokens have q > 0: the solver keeps the draft's support).
     #[inline]
@@ -193,49 +204,193 @@ impl Groups {
         (p / q).clamp(RATIO_FLOOR, RATIO_CEILING)
     }
 
-    #[inline]
-    fn cell(&self, ratio: f64) -> usize {
-        ((ratio.to_bits() >> self.shift) - self.first_key) as usize
-    }
-
-    /// The groups of `bits` mantissa bits of the tokens of q and p, token
-    /// y on side `side_of(y)`: edges at the least ratio of each group
-    /// outside H*, at the greatest on H*.
-    fn new(q: &[f64], p: &[f64], bits: u32, side_of: impl Fn(usize) -> usize) -> Self {
+    /// The cells of `bits` mantissa bits of the tokens of q and p: a
+    /// ratio's cell is its key, the top bits of its bit pattern (which
+    /// increases with a positive float's value), less the floor's.
+    fn new(q: &[f64], p: &[f64], bits: u32, workspace: &mut Workspace) -> Self {
         let shift = 52 - bits;
         let first_key = RATIO_FLOOR.to_bits() >> shift;
-        let count = ((RATIO_CEILING.to_bits() >> shift) - first_key + 1) as usize;
+        let own_cell = ((RATIO_CEILING.to_bits() >> shift) - first_key + 1) as u32;
+        // The cells first, a pass without branches that vectorises.
+        let mut of_token = workspace.take_cells(q.len());
+        of_token.extend((q.iter().zip(p)).map(|(&q, &p)| {
+            let cell = ((Self::ratio(p, q).to_bits() >> shift) - first_key) as u32;
+            if q >= OWN_GROUP_FROM { own_cell } else { cell }
+        }));
+        // Then the sums, even and odd tokens apart: the tail's tokens
+        // often share a cell with the one before, and one table would
+        // chain each update on that token's.
+        let entries = 3 * (own_cell as usize + 1);
+        let unset = [0.0, f64::INFINITY, 0.0].into_iter().cycle().take(entries);
+        let mut halves = [workspace.take(entries), workspace.take(entries)];
+        halves
+            .iter_mut()
+            .for_each(|half| half.extend(unset.clone()));
+        for (y, ((&cell, &q), &p)) in of_token.iter().zip(q).zip(p).enumerate() {
+            let ratio = Self::ratio(p, q);
+            let sum = &mut halves[y % 2][3 * cell as usize..][..3];
+            sum[0] += q;
+            sum[1] = sum[1].min(ratio);
+            sum[2] = sum[2].max(ratio);
+        }
+        let [mut sums, odd] = halves;
+        for (sum, odd) in sums.chunks_exact_mut(3).zip(odd.chunks_exact(3)) {
+            sum[0] += odd[0];
+            sum[1] = sum[1].min(odd[1]);
+            sum[2] = sum[2].max(odd[2]);
+        }
+        workspace.give(odd);
+        let own = (q.iter().enumerate())
+            .filter(|&(_, &q)| q >= OWN_GROUP_FROM)
+            .map(|(y, _)| y)
+            .collect();
+        Self {
+            of_token,
+            sums,
+            own,
+        }
+    }
+
+    /// The number of cells.
+    fn count(&self) -> usize {
+        self.sums.len() / 3
+    }
+
+    /// Σ q, the least ratio and the greatest of `cell`'s tokens.
+    fn sum(&self, cell: usize) -> [f64; 3] {
+        [
+            self.sums[3 * cell],
+            self.sums[3 * cell + 1],
+            self.sums[3 * cell + 2],
+        ]
+    }
+
+    /// The cell of the tokens of groups of their own.
+    fn own_cell(&self) -> usize {
+        self.count() - 1
+    }
+
+    /// Gives the vectors back to `workspace`.
+    fn give(self, workspace: &mut Workspace) {
+        workspace.give(self.sums);
+        workspace.give_cells(self.of_token);
+    }
+}
+
+/// Which side each token of a program is on.
+enum Sides<'a> {
+    /// All on one.
+    One(usize),
+    /// On H* where `in_h[y]`.
+    ByCertificate(&'a [bool]),
+}
+
+/// The groups of one or both sides, from their tokens' cells: per token
+/// and side, its group; per group, its q and its edge target.
+struct Groups {
+    /// Per cell and side (entry 2 cell + side), its group (u32::MAX where
+    /// the side has no token of the cell).
+    index: Vec<u32>,
+    /// Per side, the tokens of groups of their own, ascending.
+    own: [Vec<usize>; 2],
+    /// Per side, the first of its groups of one token.
+    first_own: [usize; 2],
+    own_cell: u32,
+    /// The outer side's groups, then the inner side's; each side's groups
+    /// of cells first, then one per token of its own, in token order.
+    q: Vec<f64>,
+    target: Vec<f64>,
+}
+
+impl Groups {
+    /// The groups of the tokens of q and p in `cells`, each on its side:
+    /// edges at the least ratio of each group outside H*, at the greatest
+    /// on H*. A cell whose tokens are all on one side is one group as it
+    /// is; the others (those holding the closed form's cut) are summed
+    /// again side by side, from their tokens.
+    fn new(cells: &Cells, q: &[f64], p: &[f64], sides: Sides) -> Self {
+        let count = cells.count();
+        // Per cell and side: Σ q and the edge ratio.
+        let mut split = vec![[0.0, f64::NAN]; 2 * count];
+        let mut own: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+        match sides {
+            Sides::One(side) => {
+                for cell in 0..count {
+                    let sum = cells.sum(cell);
+                    let edge = if side == OUTER { sum[1] } else { sum[2] };
+                    split[2 * cell + side] = [sum[0], edge];
+                }
+                own[side] = cells.own.clone();
+            }
+            Sides::ByCertificate(in_h) => {
+                // The cells that may hold both sides' tokens: from the
+                // least cell outside H* to the greatest on it (at most the
+                // cell of the closed form's cut, H* being the tokens of
+                // the least ratios; all of them were it not). Below them
+                // a cell holds no token outside H*, above them none on it.
+                let own_cell = cells.own_cell() as u32;
+                let (mut least_outer, mut greatest_inner) = (u32::MAX, 0);
+                // Masks, not branches: the side follows no pattern along
+                // the vocabulary.
+                for (&cell, &h) in cells.of_token.iter().zip(in_h) {
+                    let (inner, counted) = (u32::from(h), u32::from(cell != own_cell));
+                    least_outer = least_outer.min(cell | (inner | (1 - counted)).wrapping_neg());
+                    greatest_inner = greatest_inner.max(cell & (inner & counted).wrapping_neg());
+                }
+                let mixed = least_outer as usize..=greatest_inner as usize;
+                for cell in 0..count - 1 {
+                    let sum = cells.sum(cell);
+                    if mixed.contains(&cell) {
+                        split[2 * cell] = [0.0, f64::INFINITY];
+                        split[2 * cell + 1] = [0.0, 0.0];
+                    } else if cell < least_outer as usize {
+                        split[2 * cell + INNER] = [sum[0], sum[2]];
+                    } else {
+                        split[2 * cell + OUTER] = [sum[0], sum[1]];
+                    }
+                }
+                // Those cells' tokens, side by side (a test per token
+                // that is almost never taken).
+                let (first, width) = (least_outer, greatest_inner.wrapping_sub(least_outer));
+                let tokens = if mixed.is_empty() {
+                    &[][..]
+                } else {
+                    &cells.of_token[..]
+                };
+                for (y, &cell) in tokens.iter().enumerate() {
+                    // One unsigned comparison (the own cell lies past the range).
+                    if cell.wrapping_sub(first) > width {
+                        continue;
+                    }
+                    let side = usize::from(in_h[y]);
+                    let ratio = Cells::ratio(p[y], q[y]);
+                    let entry = &mut split[2 * cell as usize + side];
+                    entry[0] += q[y];
+                    entry[1] = match side {
+                        OUTER => entry[1].min(ratio),
+                        _ => entry[1].max(ratio),
+                    };
+                }
+                for &y in &cells.own {
+                    own[usize::from(in_h[y])].push(y);
+                }
+            }
+        }
         let mut groups = Self {
-            shift,
-            first_key,
             index: vec![u32::MAX; 2 * count],
-            own: [Vec::new(), Vec::new()],
+            own,
             first_own: [0; 2],
+            own_cell: cells.own_cell() as u32,
             q: Vec::new(),
             target: Vec::new(),
         };
-        // Per cell and side: Σ q and the edge ratio, its sign flipped on
-        // H* so that one minimum serves both sides without a branch on
-        // the side, which follows no pattern along the vocabulary.
-        const SIGN: [f64; 2] = [1.0, -1.0];
-        let mut sums = vec![[0.0, f64::INFINITY]; 2 * count];
-        for (y, (&q, &p)) in q.iter().zip(p).enumerate() {
-            let side = side_of(y);
-            if q >= OWN_GROUP_FROM {
-                groups.own[side].push(y);
-                continue;
-            }
-            let ratio = Self::ratio(p, q);
-            let cell = &mut sums[2 * groups.cell(ratio) + side];
-            cell[0] += q;
-            cell[1] = cell[1].min(SIGN[side] * ratio);
-        }
         for side in [OUTER, INNER] {
-            for (k, sum) in sums.iter().enumerate().skip(side).step_by(2) {
-                if sum[0] > 0.0 {
-                    groups.index[k] = groups.q.len() as u32;
-                    groups.q.push(sum[0]);
-                    groups.target.push(sum[0] * SIGN[side] * sum[1]);
+            for cell in 0..count - 1 {
+                let [sum, edge] = split[2 * cell + side];
+                if sum > 0.0 {
+                    groups.index[2 * cell + side] = groups.q.len() as u32;
+                    groups.q.push(sum);
+                    groups.target.push(sum * edge);
                 }
             }
             groups.first_own[side] = groups.q.len();
@@ -247,20 +402,21 @@ impl Groups {
 
     /// The groups of `side`.
     fn of_side(&self, side: usize) -> std::ops::Range<usize> {
+        let outer_end = self.first_own[OUTER] + self.own[OUTER].len();
         match side {
-            OUTER => 0..self.first_own[OUTER] + self.own[OUTER].len(),
-            _ => self.first_own[OUTER] + self.own[OUTER].len()..self.q.len(),
+            OUTER => 0..outer_end,
+            _ => outer_end..self.q.len(),
         }
     }
 
-    /// Token y's group, from its q, its p and its side.
+    /// The group of token y, of cell `cell`, on `side`.
     #[inline]
-    fn of_token(&self, y: usize, q: f64, p: f64, side: usize) -> usize {
-        if q >= OWN_GROUP_FROM {
+    fn of_token(&self, y: usize, cell: u32, side: usize) -> usize {
+        if cell == self.own_cell {
             // A search among the few tokens of their own groups.
             self.first_own[side] + self.own[side].partition_point(|&x| x < y)
         } else {
-            self.index[2 * self.cell(Self::ratio(p, q)) + side] as usize
+            self.index[2 * cell as usize + side] as usize
         }
     }
 }
@@ -304,7 +460,8 @@ fn constant_on_groups(
     workspace: &mut Workspace,
 ) -> Option<Solved> {
     let (q, p) = (program.potential.q, program.p);
-    let groups = Groups::new(q, p, bits, |_| side);
+    let cells = Cells::new(q, p, bits, workspace);
+    let groups = Groups::new(&cells, q, p, Sides::One(side));
     let range = groups.of_side(side);
     let potential = Selectable {
         q: &groups.q[range.clone()],
@@ -323,13 +480,14 @@ fn constant_on_groups(
         .map(|(r, q)| r / q)
         .collect();
     let (mut theta, mut marginal) = (workspace.take(p.len()), workspace.take(p.len()));
-    (q.par_iter().zip(p.par_iter()).enumerate())
+    (cells.of_token.par_iter().zip(q.par_iter()).enumerate())
         .with_min_len(TOKENS_PER_TASK)
-        .map(|(y, (&qy, &py))| {
-            let group = groups.of_token(y, qy, py, side) - start;
+        .map(|(y, (&cell, &qy))| {
+            let group = groups.of_token(y, cell, side) - start;
             (solved.theta[group], qy * per_q[group])
         })
         .unzip_into_vecs(&mut theta, &mut marginal);
+    cells.give(workspace);
     for vector in [solved.theta, solved.marginal] {
         workspace.give(vector);
     }
@@ -420,26 +578,43 @@ mod tests {
                     continue;
                 };
                 taken.push(bits);
-                let evaluated = side.evaluate(&solved.theta, &mut workspace);
-                for (y, (a, b)) in (solved.marginal.iter().zip(&evaluated.marginal)).enumerate() {
-                    assert!(
-                        (a - b).abs() <= 1e-12 * b,
-                        "{bits} bits, n {n}, {stop:?}, token {y}: r {a} against {b}"
-                    );
-                }
-                let lost: f64 = (solved.marginal.iter().zip(&side_p))
-                    .map(|(r, p)| match stop {
-                        Stop::Excess => (r - p).max(0.0),
-                        _ => (p - r).max(0.0),
-                    })
-                    .sum();
-                assert!(
-                    lost <= tolerance,
-                    "{bits} bits, n {n}, {stop:?}: lost {lost:e}"
+                let label = format!("{bits} bits, n {n}, {stop:?}");
+                assert_exact(
+                    &program,
+                    (&solved.theta, &solved.marginal),
+                    tolerance,
+                    &label,
                 );
             }
         }
         taken
+    }
+
+    /// That a side's rule (theta and r on its tokens) is exact, its r the
+    /// one the potential's own evaluation at its theta gives (token by
+    /// token through buckets of theta, not groups), to 1e-12 relative,
+    /// and loses no more than `tolerance` (Σ (r - p)+ outside H*, Σ (p -
+    /// r)+ on it).
+    fn assert_exact(
+        program: &Program<Selectable>,
+        (theta, r): (&[f64], &[f64]),
+        tolerance: f64,
+        label: &str,
+    ) {
+        let evaluated = program.potential.evaluate(theta, &mut Workspace::new());
+        for (y, (a, b)) in (r.iter().zip(&evaluated.marginal)).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-12 * b,
+                "{label}, token {y}: r {a} against {b}"
+            );
+        }
+        let lost: f64 = (r.iter().zip(program.p))
+            .map(|(r, p)| match program.stop {
+                Stop::Excess => (r - p).max(0.0),
+                _ => (p - r).max(0.0),
+            })
+            .sum();
+        assert!(lost <= tolerance, "{label}: lost {lost:e}");
     }
 
     /// Both sides of two real rows (V = 151936), n = 2 and 4: the finest
@@ -468,8 +643,9 @@ mod tests {
     }
 
     /// Both sides in one pass (`both_sides`) give, on each side they
-    /// take, the rule of that side's own program at the coarser width
-    /// (the same groups, summed in the same order: to the bit), and zeros
+    /// take, an exact rule (`assert_exact`), that of the side's own
+    /// program at the coarser width (the same groups, their sums in
+    /// another order: as many iterations, theta within 1e-9), and zeros
     /// on a side they leave; on two real rows (n = 2, 4, where they take
     /// both) and on quasi-random laws (n = 2, 8, 32).
     #[test]
@@ -492,7 +668,8 @@ mod tests {
                 let mut in_h = vec![false; p.len()];
                 bound.certificate.iter().for_each(|&y| in_h[y] = true);
                 let mut workspace = Workspace::new();
-                let both = both_sides((p, q), &in_h, outer.2, n, &budget, &mut workspace);
+                let cells = coarse_cells(p, q, &mut workspace);
+                let both = both_sides(cells, (p, q), &in_h, outer.2, n, &budget, &mut workspace);
                 for (index, (side_q, side_p, base, stop)) in
                     [(OUTER, outer.clone()), (INNER, inner.clone())]
                 {
@@ -520,8 +697,13 @@ mod tests {
                     match (both.solved[index], alone) {
                         (Some((iterations, _)), Some(alone)) => {
                             taken += 1;
-                            assert_eq!(iterations, alone.iterations, "row {row}, n {n}");
-                            assert_eq!(written, (alone.theta, alone.marginal), "row {row}, n {n}");
+                            let label = format!("row {row}, n {n}, side {index}");
+                            assert_exact(&program, (&written.0, &written.1), 1e-8, &label);
+                            assert_eq!(iterations, alone.iterations, "{label}");
+                            let apart = (written.0.iter().zip(&alone.theta))
+                                .map(|(a, b)| (a - b).abs())
+                                .fold(0.0, f64::max);
+                            assert!(apart <= 1e-9, "{label}: theta {apart:e} apart");
                         }
                         (None, None) => {
                             assert!(written.0.iter().chain(&written.1).all(|&x| x == 0.0));
@@ -535,6 +717,42 @@ mod tests {
             }
         }
         assert!(taken >= 8, "{taken} sides taken");
+    }
+
+    /// The groups of both sides from a certificate that is no set of
+    /// least ratios (a quasi-random third of the tokens, so that every
+    /// cell holds both sides): each side's groups are those of its own
+    /// tokens alone, the same q and edges to 1e-15 relative (sums in
+    /// another order), group for group, tokens of their own included.
+    #[test]
+    fn groups_of_any_certificate_are_each_sides_own() {
+        let (p, q) = laws(20_000);
+        let in_h: Vec<bool> = (0..p.len()).map(|y| (y * 7919) % 3 == 0).collect();
+        let mut workspace = Workspace::new();
+        let cells = Cells::new(&q, &p, COARSE_BITS, &mut workspace);
+        let both = Groups::new(&cells, &q, &p, Sides::ByCertificate(&in_h));
+        for side in [OUTER, INNER] {
+            let (side_q, side_p): (Vec<f64>, Vec<f64>) = (0..p.len())
+                .filter(|&y| usize::from(in_h[y]) == side)
+                .map(|y| (q[y], p[y]))
+                .unzip();
+            let alone_cells = Cells::new(&side_q, &side_p, COARSE_BITS, &mut workspace);
+            let alone = Groups::new(&alone_cells, &side_q, &side_p, Sides::One(side));
+            assert!(
+                !alone.own[side].is_empty(),
+                "side {side}: no token of its own"
+            );
+            let (at_once, by_itself) = (both.of_side(side), alone.of_side(side));
+            assert_eq!(at_once.len(), by_itself.len(), "side {side}");
+            for (a, b) in at_once.zip(by_itself) {
+                for (x, y) in [(both.q[a], alone.q[b]), (both.target[a], alone.target[b])] {
+                    assert!(
+                        (x - y).abs() <= 1e-15 * y,
+                        "side {side}, group {b}: {x} against {y}"
+                    );
+                }
+            }
+        }
     }
 
     /// An inner side with no slack (p is the r of some weights, so p's

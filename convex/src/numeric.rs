@@ -5,6 +5,8 @@
 
 use rayon::prelude::*;
 
+use crate::thresholds::PARALLEL_FROM;
+
 /// Below x = SQUARING_FROM, e^(-x) is a Taylor polynomial; from there on a
 /// square of the value at x / 2. Squaring doubles the exponent's relative
 /// error, so starting at x >= 1/64 the error at x is at most 64 x · 1e-16
@@ -12,7 +14,7 @@ use rayon::prelude::*;
 /// rounding of 1 - x.
 pub(crate) const SQUARING_FROM: f64 = 1.0 / 64.0;
 
-// The helpers here are `#[inline]` (but `sum_at`, below): they run per
+// The helpers here are `#[inline]`: they run per
 // token or per node in the other modules' hot loops, which sit in other
 // codegen units.
 
@@ -71,16 +73,6 @@ pub(crate) fn curvature_floor(curvature: f64, r: f64) -> f64 {
     curvature.max(1e-12 * r).max(1e-300)
 }
 
-/// Σ x[i] over `indices`, in their order, one accumulator (the plain
-/// fold's sum, to the bit). Its own function, not inlined: inlined into a
-/// caller with many live values the accumulator went to the stack, a
-/// store and a load per element, which made the i.i.d. solve at the full
-/// vocabulary measurably slower.
-#[inline(never)]
-pub(crate) fn sum_at(indices: &[usize], x: &[f64]) -> f64 {
-    indices.iter().map(|&i| x[i]).sum()
-}
-
 /// The partial results of parallel work, combined by `merge` in their
 /// order; `None` for no work. Rayon's `reduce` (and `fold`) combine in a
 /// tree shaped by how the pool split the work, which follows its number of
@@ -95,4 +87,20 @@ pub(crate) fn merged_in_order<T: Send>(
     let mut total = partials.next()?;
     partials.for_each(|partial| merge(&mut total, partial));
     Some(total)
+}
+
+/// `a` and `b`, side by side on rayon's pool for work over at least
+/// `PARALLEL_FROM` tokens (where the solve runs on the pool), one after
+/// the other below it (where it runs on the calling thread, and a hand-off
+/// to the pool and the wait for it would cost more than the work).
+pub(crate) fn join_from<A: Send, B: Send>(
+    tokens: usize,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if tokens >= PARALLEL_FROM {
+        rayon::join(a, b)
+    } else {
+        (a(), b())
+    }
 }

@@ -36,6 +36,8 @@ pub struct Workspace {
     /// take and give (among which they would push out the ones a program
     /// needs next).
     problem: (Vec<f64>, Vec<f64>),
+    /// The tokens' cells of a program over groups of them (`group_rule`).
+    cells: Vec<u32>,
 }
 
 impl Workspace {
@@ -74,6 +76,19 @@ impl Workspace {
     /// Keeps the restricted problem's vectors for the next solve.
     pub(crate) fn give_problem(&mut self, p: Vec<f64>, q: Vec<f64>) {
         self.problem = (p, q);
+    }
+
+    /// An empty vector of cells with room for `capacity` tokens.
+    pub(crate) fn take_cells(&mut self, capacity: usize) -> Vec<u32> {
+        let mut cells = std::mem::take(&mut self.cells);
+        cells.clear();
+        cells.reserve(capacity);
+        cells
+    }
+
+    /// Keeps the vector of cells for the next solve.
+    pub(crate) fn give_cells(&mut self, cells: Vec<u32>) {
+        self.cells = cells;
     }
 
     /// `take(len)` filled with `value`.

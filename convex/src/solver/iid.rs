@@ -10,7 +10,7 @@ use super::support::on_support;
 use crate::budget::Budget;
 use crate::error::ConvexError;
 use crate::group_rule::{self, BothSides};
-use crate::numeric::sum_at;
+use crate::numeric::join_from;
 use crate::potential::iid::Selectable;
 use crate::selection_rule::{Counting, SelectionRule, Support};
 use crate::thresholds::PARALLEL_FROM;
@@ -77,29 +77,28 @@ fn solve_on_support(
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Result<ConvexSolution, ConvexError> {
-    let bound = optimal_acceptance_iid(target, draft, n, IidAlgorithm::default())?;
     // Programs, solution and acceptance on the support (the extra token
     // of `restrict`, if any, is never selected and never in H*).
     let (p, q) = (
         &target.probs()[..support.len()],
         &draft.probs()[..support.len()],
     );
-    let mut in_h = vec![false; support.len()];
-    bound
-        .certificate
-        .iter()
-        .filter(|&&y| y < support.len())
-        .for_each(|&y| in_h[y] = true);
+    // The tokens' cells of ratio need no side: made beside the closed
+    // form, on the pool's other thread, where the solve runs on the pool.
+    let closed_form = || optimal_acceptance_iid(target, draft, n, IidAlgorithm::default());
+    let cells = || group_rule::coarse_cells(p, q, workspace);
+    let (bound, cells) = join_from(support.len(), closed_form, cells);
+    let bound = bound?;
     // H*'s slots are its tokens on the support, ascending: the closed
     // form's list, without the extra token of `restrict` past them.
     let mut inner = bound.certificate;
     inner.truncate(inner.partition_point(|&y| y < support.len()));
-    let q_h = sum_at(&inner, q);
+    let (in_h, q_h) = mask_and_mass(&inner, q);
     let BothSides {
         mut theta,
         mut marginal,
         solved,
-    } = group_rule::both_sides((p, q), &in_h, q_h, n, &budget.share(0.5), workspace);
+    } = group_rule::both_sides(cells, (p, q), &in_h, q_h, n, &budget.share(0.5), workspace);
     let (mut iterations, mut out_of_time) = (0, false);
     for (side, solved) in [Side::Outer, Side::Inner].into_iter().zip(solved) {
         let (side_iterations, side_out_of_time) = match solved {
@@ -158,6 +157,21 @@ fn solve_on_support(
         (iterations, out_of_time),
         p,
     ))
+}
+
+/// Whether each slot is in H* (`inner`, its slots), and H*'s draft mass,
+/// in one pass over H*. Its own function, not inlined: inlined into a
+/// caller with many live values the accumulator goes to the stack, a
+/// store and a load per token.
+#[inline(never)]
+fn mask_and_mass(inner: &[usize], q: &[f64]) -> (Vec<bool>, f64) {
+    let mut in_h = vec![false; q.len()];
+    let mut mass = 0.0;
+    for &y in inner {
+        in_h[y] = true;
+        mass += q[y];
+    }
+    (in_h, mass)
 }
 
 /// The slots outside H*, ascending, compacted without a branch: whether a
