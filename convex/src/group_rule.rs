@@ -25,6 +25,12 @@
 //! P(draft in g), which is concave in q_g). Where the edges still ask for
 //! more than the side's total, or the grouped program fails, the side is
 //! solved as before (`ratio_groups::minimise`).
+//!
+//! A solve builds both sides at once (`both_sides`): the tokens' cells
+//! need no side, so they are made beside the closed form (`coarse_cells`);
+//! H* being a set of least ratios, each cell is then one side's group but
+//! those between the least ratio outside H* and the greatest on it, which
+//! are summed again side by side; and one pass writes the rule.
 
 use crate::budget::Budget;
 use crate::error::ConvexError;
@@ -65,20 +71,20 @@ pub(crate) fn coarse_cells(p: &[f64], q: &[f64], workspace: &mut Workspace) -> O
     (p.len() >= GROUPED_START_FROM).then(|| Cells::new(q, p, COARSE_BITS, workspace))
 }
 
-/// Both sides of an i.i.d. problem, each by a rule constant on its groups
-/// of the coarser width (`cells`, from `coarse_cells`) where it is large
-/// enough to group and the groups' edges fit its total: token y is on H*
-/// where `in_h[y]`, whose draft mass is `q_h`. theta and r are written on
-/// every token; a side without a rule (`solved`'s `None`) holds zeros
-/// there, for the caller to solve by `minimise` and write over.
+/// The rule of `both_sides`: theta and r on every token, and per side
+/// (outer, inner) its grouped program's iterations and whether the time
+/// limit stopped it, or `None` where the side has no rule on groups and
+/// holds zeros, for the caller to solve by `minimise` and write over.
 pub(crate) struct BothSides {
     pub theta: Vec<f64>,
     pub marginal: Vec<f64>,
-    /// Per side (outer, inner), its grouped program's iterations and
-    /// whether the time limit stopped it.
     pub solved: [Option<(usize, bool)>; 2],
 }
 
+/// Both sides of an i.i.d. problem, each by a rule constant on its groups
+/// of the coarser width (`cells`, from `coarse_cells`) where it is large
+/// enough to group and the groups' edges fit its total: token y is on H*
+/// where `in_h[y]`, whose draft mass is `q_h`.
 pub(crate) fn both_sides(
     cells: Option<Cells>,
     (p, q): (&[f64], &[f64]),
