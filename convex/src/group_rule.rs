@@ -50,9 +50,10 @@ const COARSE_BITS: u32 = 6;
 const FINE_BITS: u32 = 8;
 /// Newton iterations a rule's grouped program may take before the next
 /// width is tried: where the edges fit, the grouped programs stop within
-/// a few; where they barely do not, a program crawls toward an optimum
-/// just past its tolerance, and the cap bounds what that width costs.
-const GROUP_RULE_ITERATIONS: usize = 20;
+/// a few (their counts on the shared rows are in `benches/README.md`);
+/// where they barely do not, a program crawls toward an optimum just past
+/// its tolerance, and the cap bounds what that width costs.
+const GROUP_RULE_ITERATIONS: usize = 10;
 /// Tokens of at least this draft probability are groups of their own: at
 /// most 10^4 of them, and a few hundred on real rows, which hold most of
 /// the mass.
