@@ -42,7 +42,8 @@ pub struct Workspace {
 
 impl Workspace {
     /// An empty workspace; it grows to at most 16 vectors of the largest
-    /// program solved with it.
+    /// program solved with it, with the restricted problem's p and q and
+    /// one token's cell each (`u32`).
     pub fn new() -> Self {
         Self::default()
     }

@@ -11,8 +11,8 @@ use crate::workspace::Workspace;
 
 /// The tokens some draft law (of one vocabulary) gives a probability of at
 /// least `DRAFTED_AT_LEAST`: the whole vocabulary where every token is
-/// (a softmax), found by one pass that only reads the laws; else their
-/// list (`drafted_tokens`).
+/// (a softmax: one pass that only reads a law shows it), else their list
+/// (`drafted_tokens`).
 pub(super) fn draft_support(laws: &[&[f64]]) -> Support {
     let size = laws.first().map_or(0, |law| law.len());
     // A minimum over each law, which vectorises, where a test per token
@@ -23,7 +23,12 @@ pub(super) fn draft_support(laws: &[&[f64]]) -> Support {
     if least >= DRAFTED_AT_LEAST {
         return Support::Vocabulary(size);
     }
-    Support::Tokens(drafted_tokens(laws))
+    // Laws that each leave tokens out may still cover all of them.
+    let tokens = drafted_tokens(laws);
+    match tokens.len() == size {
+        true => Support::Vocabulary(size),
+        false => Support::Tokens(tokens),
+    }
 }
 
 /// The tokens some draft law (of one vocabulary) gives a probability of at
@@ -179,6 +184,10 @@ mod tests {
                     either,
                     "two laws, v = {v}, stride {stride}"
                 );
+                // Two laws that each leave tokens out and together cover
+                // them all make the whole vocabulary.
+                let rest: Vec<f64> = (0..v).map(|y| if q[y] > 0.0 { 0.0 } else { 1.0 }).collect();
+                assert_eq!(draft_support(&[&q, &rest]), Support::Vocabulary(v));
             }
         }
     }
