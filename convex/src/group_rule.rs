@@ -97,25 +97,20 @@ pub(crate) fn both_sides(
 ) -> BothSides {
     let inside = in_h.iter().filter(|&&inside| inside).count();
     let sizes = [p.len() - inside, inside];
-    let mut solved = [None, None];
-    let (mut theta, mut marginal) = (Vec::new(), Vec::new());
     let cells = match cells {
         Some(cells) if sizes.iter().any(|&size| size >= GROUPED_START_FROM) => cells,
         cells => {
             if let Some(cells) = cells {
                 cells.give(workspace);
             }
-            theta.resize(p.len(), 0.0);
-            marginal.resize(p.len(), 0.0);
             return BothSides {
-                theta,
-                marginal,
-                solved,
+                theta: vec![0.0; p.len()],
+                marginal: vec![0.0; p.len()],
+                solved: [None, None],
             };
         }
     };
     let groups = Groups::new(&cells, q, p, Sides::ByCertificate(in_h));
-    let budget = budget.with_max_iterations(budget.max_iterations.min(GROUP_RULE_ITERATIONS));
     let rule_of = |side: usize, base: f64, workspace: &mut Workspace| {
         if sizes[side] < GROUPED_START_FROM {
             return None;
@@ -127,42 +122,24 @@ pub(crate) fn both_sides(
             n,
         };
         let edges = &groups.target[range];
-        grouped_rule(&potential, edges, side, sizes[side], &budget, workspace)
+        grouped_rule(&potential, edges, side, sizes[side], budget, workspace)
     };
     // The two grouped programs, side by side: the inner one's vectors, of
     // a few thousand groups, are smaller than a workspace keeps.
-    let rules = join_from(
+    let (outer, inner) = join_from(
         p.len(),
         || rule_of(OUTER, q_h, workspace),
         || rule_of(INNER, 0.0, &mut Workspace::new()),
     );
-    // Per group, its theta and r / q (zero for a side without a rule).
-    let (mut group_theta, mut per_q) = (vec![0.0; groups.q.len()], vec![0.0; groups.q.len()]);
-    for (side, rule) in [(OUTER, rules.0), (INNER, rules.1)] {
-        let Some(rule) = rule else { continue };
-        for (k, g) in groups.of_side(side).enumerate() {
-            group_theta[g] = rule.theta[k];
-            per_q[g] = rule.marginal[k] / groups.q[g];
-        }
-        solved[side] = Some((rule.iterations, rule.out_of_time));
-    }
-    (cells
-        .of_token
-        .par_iter()
-        .zip(q.par_iter())
-        .zip(in_h.par_iter())
-        .enumerate())
-    .with_min_len(TOKENS_PER_TASK)
-    .map(|(y, ((&cell, &qy), &inside))| {
-        let group = groups.of_token(y, cell, usize::from(inside));
-        (group_theta[group], qy * per_q[group])
-    })
-    .unzip_into_vecs(&mut theta, &mut marginal);
+    let per_group = groups.per_group([outer.as_ref(), inner.as_ref()]);
+    let (mut theta, mut marginal) = (Vec::new(), Vec::new());
+    let side_of = |y: usize| usize::from(in_h[y]);
+    groups.write(&cells, q, side_of, &per_group, (&mut theta, &mut marginal));
     cells.give(workspace);
     BothSides {
         theta,
         marginal,
-        solved,
+        solved: [outer, inner].map(|rule| rule.map(|rule| (rule.iterations, rule.out_of_time))),
     }
 }
 
@@ -181,11 +158,10 @@ pub(crate) fn minimise(
         Stop::Shortfall => Some(INNER),
         Stop::ProjectedGradient => None,
     };
-    if let Some(side) = side.filter(|_| program.p.len() >= GROUPED_START_FROM) {
-        let budget = budget.with_max_iterations(budget.max_iterations.min(GROUP_RULE_ITERATIONS));
-        if let Some(solved) = constant_on_groups(program, side, FINE_BITS, &budget, workspace) {
-            return Ok(solved);
-        }
+    if let Some(side) = side.filter(|_| program.p.len() >= GROUPED_START_FROM)
+        && let Some(solved) = constant_on_groups(program, side, FINE_BITS, budget, workspace)
+    {
+        return Ok(solved);
     }
     ratio_groups::minimise(program, budget, workspace)
 }
@@ -322,7 +298,7 @@ impl Groups {
         let mut own: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
         match sides {
             Sides::One(side) => {
-                for cell in 0..count {
+                for cell in 0..count - 1 {
                     let sum = cells.sum(cell);
                     let edge = if side == OUTER { sum[1] } else { sum[2] };
                     split[2 * cell + side] = [sum[0], edge];
@@ -416,6 +392,40 @@ impl Groups {
         }
     }
 
+    /// Per group, its theta and r / q from its side's solution over the
+    /// groups (`rules`: outer, inner); zero for a side without one.
+    fn per_group(&self, rules: [Option<&Solved>; 2]) -> (Vec<f64>, Vec<f64>) {
+        let (mut theta, mut per_q) = (vec![0.0; self.q.len()], vec![0.0; self.q.len()]);
+        for (side, rule) in [OUTER, INNER].into_iter().zip(rules) {
+            let Some(rule) = rule else { continue };
+            for (k, g) in self.of_side(side).enumerate() {
+                theta[g] = rule.theta[k];
+                per_q[g] = rule.marginal[k] / self.q[g];
+            }
+        }
+        (theta, per_q)
+    }
+
+    /// Writes each token's theta and r = q_y r_g / q_g from its group
+    /// (`per_group`), by its cell in `cells` and its side `side_of(y)`,
+    /// into the empty `theta` and `marginal`.
+    fn write(
+        &self,
+        cells: &Cells,
+        q: &[f64],
+        side_of: impl Fn(usize) -> usize + Sync,
+        (group_theta, per_q): &(Vec<f64>, Vec<f64>),
+        (theta, marginal): (&mut Vec<f64>, &mut Vec<f64>),
+    ) {
+        (cells.of_token.par_iter().zip(q.par_iter()).enumerate())
+            .with_min_len(TOKENS_PER_TASK)
+            .map(|(y, (&cell, &qy))| {
+                let group = self.of_token(y, cell, side_of(y));
+                (group_theta[group], qy * per_q[group])
+            })
+            .unzip_into_vecs(theta, marginal);
+    }
+
     /// The group of token y, of cell `cell`, on `side`.
     #[inline]
     fn of_token(&self, y: usize, cell: u32, side: usize) -> usize {
@@ -454,7 +464,8 @@ fn grouped_rule(
     };
     // The grouped program's residual bounds the side's (module
     // documentation): it takes the side's whole tolerance.
-    ratio_groups::minimise(&grouped, budget, workspace).ok()
+    let budget = budget.with_max_iterations(budget.max_iterations.min(GROUP_RULE_ITERATIONS));
+    ratio_groups::minimise(&grouped, &budget, workspace).ok()
 }
 
 /// The side's solution by a rule constant on its groups of `bits`
@@ -482,27 +493,23 @@ fn constant_on_groups(
         budget,
         workspace,
     )?;
-    let start = range.start;
-    let per_q: Vec<f64> = (solved.marginal.iter().zip(&groups.q[range]))
-        .map(|(r, q)| r / q)
-        .collect();
+    let rules = match side {
+        OUTER => [Some(&solved), None],
+        _ => [None, Some(&solved)],
+    };
+    let per_group = groups.per_group(rules);
     let (mut theta, mut marginal) = (workspace.take(p.len()), workspace.take(p.len()));
-    (cells.of_token.par_iter().zip(q.par_iter()).enumerate())
-        .with_min_len(TOKENS_PER_TASK)
-        .map(|(y, (&cell, &qy))| {
-            let group = groups.of_token(y, cell, side) - start;
-            (solved.theta[group], qy * per_q[group])
-        })
-        .unzip_into_vecs(&mut theta, &mut marginal);
+    groups.write(&cells, q, |_| side, &per_group, (&mut theta, &mut marginal));
     cells.give(workspace);
+    let (iterations, out_of_time) = (solved.iterations, solved.out_of_time);
     for vector in [solved.theta, solved.marginal] {
         workspace.give(vector);
     }
     Some(Solved {
         theta,
         marginal,
-        iterations: solved.iterations,
-        out_of_time: solved.out_of_time,
+        iterations,
+        out_of_time,
     })
 }
 
@@ -693,7 +700,7 @@ mod tests {
                                 &program,
                                 index,
                                 COARSE_BITS,
-                                &budget.with_max_iterations(GROUP_RULE_ITERATIONS),
+                                &budget,
                                 &mut workspace,
                             )
                         })
