@@ -29,6 +29,13 @@
 //! cells of one ratio hold tokens of a span of shares, the grouped program
 //! (one weight per cell) misplaces phi_i to first order, and Newton needs
 //! more steps at the full vocabulary.
+//!
+//! Drafts without replacement have r_y = q_y g(theta_y) to first order in
+//! q_y for the clocks' tail, whose tokens of one weight enter phi through
+//! their total q to that order: their grouped program only starts Newton.
+//! A token past `Groupable::most_group_mass` (an exact factor, whose r
+//! saturates) is a group of its own, and the others' groups hold at most
+//! that mass, so that each stays in the tail.
 
 use mdsd_core::powi_count;
 
@@ -37,6 +44,7 @@ use crate::error::ConvexError;
 use crate::newton::{MAX_STEP_THETA, Potential, Program, Solved};
 use crate::potential::iid::Selectable;
 use crate::potential::independent::Independent;
+use crate::potential::without_replacement::WithoutReplacement;
 use crate::thresholds::GROUPED_START_FROM;
 use crate::workspace::Workspace;
 /// Each coarser level of groups keeps COARSENING bits of the ratio fewer
@@ -85,6 +93,16 @@ pub(crate) trait Groupable: Potential {
     fn over<'b>(&'b self, laws: &'b [Vec<f64>]) -> Self::Over<'b>;
     /// P(S > 0), the total of r whatever theta.
     fn selected_mass(&self) -> f64;
+    /// The most draft mass of one token in a group: past it a token is a
+    /// group of its own, and a group of lighter tokens holds at most this
+    /// much. Where tokens of one weight enter phi through their total q
+    /// alone (i.i.d. and independent drafts), no limit.
+    fn most_group_mass(&self) -> f64 {
+        f64::INFINITY
+    }
+    /// Whether the model's start is compared with theta = 0
+    /// (`Program::minimise_from_better`): where the model can be far off.
+    const START_AGAINST_ZERO: bool = false;
 }
 
 impl Groupable for Selectable<'_> {
@@ -146,6 +164,48 @@ impl Groupable for Independent<'_> {
     }
 }
 
+/// Drafts without replacement: a tail token (n q t_max <= 1, DESIGN §6b)
+/// enters phi through the powers of its ρ = (e^(q t) - 1) z, which to
+/// first order in q t are those of one token of the group's total q, so
+/// the grouped program of tail tokens is the program to first order (r_y
+/// = q_y g(theta_y) + O(q_y² t)). A token that may ring by the last node is
+/// an exact factor, whose r saturates: merged into its cell, it would
+/// carry its lighter neighbours' weight and they its own, so it is a group
+/// of its own, and a cell's tail tokens are split into groups that stay in
+/// the tail.
+impl Groupable for WithoutReplacement<'_> {
+    /// As i.i.d. drafts': the tail's weights follow the ratio as theirs do.
+    const GROUP_BITS: u32 = 8;
+    /// The model r_y = q_y g0 e^(theta_y) fails where every token is
+    /// drafted (n = V: r is a softmax, not proportional to q), and Newton
+    /// from saturated weights can stall where it converges from 0.
+    const START_AGAINST_ZERO: bool = true;
+    type Over<'b>
+        = WithoutReplacement<'b>
+    where
+        Self: 'b;
+
+    fn laws(&self) -> Vec<&[f64]> {
+        vec![self.q()]
+    }
+
+    fn counts(&self) -> &[usize] {
+        &[1]
+    }
+
+    fn over<'b>(&'b self, laws: &'b [Vec<f64>]) -> WithoutReplacement<'b> {
+        self.with_selectable(&laws[0])
+    }
+
+    fn selected_mass(&self) -> f64 {
+        WithoutReplacement::selected_mass(self)
+    }
+
+    fn most_group_mass(&self) -> f64 {
+        self.most_tail_mass()
+    }
+}
+
 /// Minimises `program`, from the solution of a grouped program when it is
 /// large, itself solved the same way with coarser groups: each level
 /// starts Newton close enough for one or two steps, and only the coarsest
@@ -164,10 +224,22 @@ fn minimise_from<P: Groupable>(
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Result<Solved, ConvexError> {
+    // A side without tokens is solved at once, before its model would make
+    // the potential's grids from the other side's tokens.
+    if program.p.is_empty() {
+        return program.minimise(Vec::new(), budget, workspace);
+    }
     let warm = bits
         .filter(|_| program.p.len() >= GROUPED_START_FROM)
         .and_then(|bits| warm_start(program, bits, budget, workspace));
-    let (start, grouped_iterations) = warm.unwrap_or_else(|| (model_start(program), 0));
+    let Some((start, grouped_iterations)) = warm else {
+        let start = model_start(program);
+        return if P::START_AGAINST_ZERO {
+            program.minimise_from_better(start, budget, workspace)
+        } else {
+            program.minimise(start, budget, workspace)
+        };
+    };
     let mut solved = program.minimise(start, budget, workspace)?;
     solved.iterations += grouped_iterations;
     Ok(solved)
@@ -180,6 +252,7 @@ fn minimise_from<P: Groupable>(
 #[derive(Clone, Copy)]
 struct Place {
     ratio: f64,
+    mass: f64,
     key: u32,
     odds: u32,
 }
@@ -245,8 +318,8 @@ fn warm_start<P: Groupable>(
     // pass this light costs less than waking the pool's other workers.
     let places: Vec<Place> = (0..p.len())
         .map(|y| {
-            let inverse = 1.0 / draft_mass(&laws, counts, y);
-            let ratio = p[y] * inverse;
+            let mass = draft_mass(&laws, counts, y);
+            let ratio = p[y] / mass;
             let mut cells = 0;
             let last = laws[laws.len() - 1][y];
             for law in &laws[..laws.len() - 1] {
@@ -255,6 +328,7 @@ fn warm_start<P: Groupable>(
             let key = (ratio.clamp(RATIO_FLOOR, RATIO_CEILING).to_bits() >> shift) as u32;
             Place {
                 ratio,
+                mass,
                 key,
                 odds: cells as u32,
             }
@@ -281,18 +355,29 @@ fn warm_start<P: Groupable>(
     let occupied: Vec<usize> = (0..count)
         .filter(|&k| sums[k * width + 1..][..width - 1].iter().any(|&q| q > 0.0))
         .collect();
-    if occupied.len() * SHRINK > p.len() {
-        return None;
-    }
     let mut index = vec![u32::MAX; count];
     occupied
         .iter()
         .enumerate()
         .for_each(|(i, &k)| index[k] = i as u32);
-    let grouped_laws: Vec<Vec<f64>> = (1..width)
-        .map(|i| occupied.iter().map(|&k| sums[k * width + i]).collect())
+    let cell_rows: Vec<&[f64]> = occupied
+        .iter()
+        .map(|&k| &sums[k * width..][..width])
         .collect();
-    let grouped_p: Vec<f64> = occupied.iter().map(|&k| sums[k * width]).collect();
+    let groups = Groups::new(
+        &cell_rows,
+        &places,
+        |place| index[cell(place)] as usize,
+        (p, &laws, counts),
+        program.potential.most_group_mass(),
+    );
+    if groups.cell.len() * SHRINK > p.len() {
+        return None;
+    }
+    let grouped_laws: Vec<Vec<f64>> = (1..width)
+        .map(|i| groups.rows.iter().map(|row| row[i]).collect())
+        .collect();
+    let grouped_p: Vec<f64> = groups.rows.iter().map(|row| row[0]).collect();
     let grouped_potential = program.potential.over(&grouped_laws);
     let grouped = Program {
         name: program.name,
@@ -317,10 +402,9 @@ fn warm_start<P: Groupable>(
     // of its odds cell on its side: per group, its ratio, its weight and
     // the slopes towards either neighbour (0 where there is none), so that
     // a token costs a lookup and a multiplication.
-    let theta = &grouped.theta;
-    let grouped_views: Vec<&[f64]> = grouped_laws.iter().map(Vec::as_slice).collect();
-    let centre: Vec<f64> = (0..occupied.len())
-        .map(|i| grouped_p[i] / draft_mass(&grouped_views, counts, i))
+    let theta = groups.cell_weights(&grouped.theta, occupied.len(), counts);
+    let centre: Vec<f64> = (cell_rows.iter())
+        .map(|row| row[0] / row_mass(&row[1..], counts))
         .collect();
     let odds_cell = |i: usize| occupied[i] / ratios;
     let slope = |i: usize, neighbour: usize| -> f64 {
@@ -344,6 +428,9 @@ fn warm_start<P: Groupable>(
         let offset = place.ratio - centre;
         theta + slopes[usize::from(offset >= 0.0)] * offset
     }));
+    for &(y, group) in &groups.own {
+        start[y] = grouped.theta[group];
+    }
     Some((start, grouped.iterations))
 }
 
@@ -353,6 +440,95 @@ fn draft_mass(laws: &[&[f64]], counts: &[usize], y: usize) -> f64 {
     (laws.iter().zip(counts))
         .map(|(law, &count)| count as f64 * law[y])
         .sum()
+}
+
+/// The ratio's q of a group: its row of Σ q_i, weighted as `draft_mass`.
+fn row_mass(laws: &[f64], counts: &[usize]) -> f64 {
+    (laws.iter().zip(counts))
+        .map(|(q, &count)| count as f64 * q)
+        .sum()
+}
+
+/// The groups of one level: the occupied cells themselves where none
+/// holds more than `Groupable::most_group_mass`, else each cell's tokens
+/// in turn, a token past the limit a group of its own and the others in
+/// groups of at most the limit.
+struct Groups {
+    /// Per group, Σ p then Σ q_i per law.
+    rows: Vec<Vec<f64>>,
+    /// Per group, its cell (among the occupied).
+    cell: Vec<usize>,
+    /// The tokens that are groups of their own, with their group.
+    own: Vec<(usize, usize)>,
+}
+
+impl Groups {
+    fn new(
+        cell_rows: &[&[f64]],
+        places: &[Place],
+        cell_of: impl Fn(&Place) -> usize,
+        (p, laws, counts): (&[f64], &[&[f64]], &[usize]),
+        most_mass: f64,
+    ) -> Self {
+        if (cell_rows.iter()).all(|row| row_mass(&row[1..], counts) <= most_mass) {
+            return Self {
+                rows: cell_rows.iter().map(|row| row.to_vec()).collect(),
+                cell: (0..cell_rows.len()).collect(),
+                own: Vec::new(),
+            };
+        }
+        let mut groups = Self {
+            rows: Vec::new(),
+            cell: Vec::new(),
+            own: Vec::new(),
+        };
+        // Per cell, its open group of light tokens and that group's mass.
+        let mut open = vec![(usize::MAX, 0.0); cell_rows.len()];
+        for (y, place) in places.iter().enumerate() {
+            let cell = cell_of(place);
+            let (group, held) = &mut open[cell];
+            let alone = place.mass > most_mass;
+            let group = if alone || *group == usize::MAX || *held + place.mass > most_mass {
+                groups.rows.push(vec![0.0; laws.len() + 1]);
+                groups.cell.push(cell);
+                let fresh = groups.cell.len() - 1;
+                if alone {
+                    groups.own.push((y, fresh));
+                } else {
+                    (*group, *held) = (fresh, 0.0);
+                }
+                fresh
+            } else {
+                *group
+            };
+            if !alone {
+                *held += place.mass;
+            }
+            let row = &mut groups.rows[group];
+            row[0] += p[y];
+            (row[1..].iter_mut().zip(laws)).for_each(|(sum, law)| *sum += law[y]);
+        }
+        groups
+    }
+
+    /// Each cell's weight from its groups': their mean by draft mass over
+    /// its groups of light tokens (a token of its own does not speak for
+    /// its lighter neighbours), over all of them where it has no other.
+    fn cell_weights(&self, theta: &[f64], cells: usize, counts: &[usize]) -> Vec<f64> {
+        let mut own = vec![false; self.cell.len()];
+        self.own.iter().for_each(|&(_, group)| own[group] = true);
+        // Per cell: Σ mass x theta and Σ mass over light groups, then own.
+        let mut sums = vec![[0.0; 4]; cells];
+        for (group, &cell) in self.cell.iter().enumerate() {
+            let mass = row_mass(&self.rows[group][1..], counts);
+            let at = 2 * usize::from(own[group]);
+            sums[cell][at] += mass * theta[group];
+            sums[cell][at + 1] += mass;
+        }
+        (sums.iter())
+            .map(|s| if s[1] > 0.0 { s[0] / s[1] } else { s[2] / s[3] })
+            .collect()
+    }
 }
 
 /// A start from the model r_y = q_y g0 e^(theta_y) (the selection law of a
@@ -489,6 +665,106 @@ mod tests {
             let g0 = p[free] / (q[free] * start[free].exp());
             let model: f64 = start.iter().zip(&q).map(|(t, q)| q * g0 * t.exp()).sum();
             assert!((model - total).abs() <= 1e-6 * total, "{model} vs {total}");
+        }
+    }
+
+    /// Both programs of drafts without replacement over 20000 tokens, four
+    /// of them most of q (n = 4, H the tokens of least ratio holding half
+    /// of q): the
+    /// grouped start is taken, with the draft's heaviest tokens, which
+    /// may ring by the last node, groups of their own, and Newton from it
+    /// meets the tolerance with the r that Newton reaches from the
+    /// model's start (or theta = 0), to twice the tolerance in l1.
+    #[test]
+    fn drafts_without_replacement_start_from_groups() {
+        let v = 20_000;
+        let logit = |y: usize, spin: f64| -14.0 * (y as f64 * spin).fract();
+        let softmax = |x: Vec<f64>| {
+            let total: f64 = x.iter().map(|x| x.exp()).sum();
+            x.iter().map(|x| x.exp() / total).collect::<Vec<f64>>()
+        };
+        // A few tokens of most of the mass, as on real rows, of low ratio
+        // (0 and 4, in H) and high (1 and 5).
+        let draft: Vec<f64> = (0..v)
+            .map(|y| {
+                logit(y, 0.618_033_988_7) + [7.0, 6.0, 0.0, 0.0, 5.0, 4.0].get(y).unwrap_or(&0.0)
+            })
+            .collect();
+        let q = softmax(draft.clone());
+        let p = softmax(
+            (0..v)
+                .map(|y| draft[y] - logit(y, 0.754_877_666_2) / 14.0)
+                .collect(),
+        );
+        let mut order: Vec<usize> = (0..v).collect();
+        order.sort_by(|&a, &b| (p[a] / q[a]).total_cmp(&(p[b] / q[b])));
+        let mut in_h = vec![false; v];
+        let mut held = 0.0;
+        for &y in &order {
+            if held >= 0.5 {
+                break;
+            }
+            in_h[y] = true;
+            held += q[y];
+        }
+        let side = |inner: bool| -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+            let (mut own_q, mut own_p, mut other) = (Vec::new(), Vec::new(), Vec::new());
+            for y in 0..v {
+                if in_h[y] == inner {
+                    own_q.push(q[y]);
+                    own_p.push(p[y]);
+                } else {
+                    other.push(q[y]);
+                }
+            }
+            (own_q, own_p, other)
+        };
+        for inner in [true, false] {
+            let (own_q, own_p, other) = side(inner);
+            let potential = if inner {
+                WithoutReplacement::new(&own_q, &[], &other, 4)
+            } else {
+                WithoutReplacement::new(&own_q, &other, &[], 4)
+            };
+            let heaviest = own_q.iter().fold(0.0f64, |m, &q| m.max(q));
+            assert!(
+                heaviest > potential.most_group_mass(),
+                "inner {inner}: {heaviest:e} vs {:e}",
+                potential.most_group_mass()
+            );
+            let program = Program {
+                name: "test",
+                potential: &potential,
+                p: &own_p,
+                bounds: if inner { (0.0, 40.0) } else { (-40.0, 0.0) },
+                stop: Stop::ProjectedGradient,
+                reach: MAX_STEP_THETA,
+            };
+            let tolerance = 1e-8;
+            let budget = Budget::default()
+                .with_max_gap(tolerance)
+                .with_max_iterations(100);
+            let mut workspace = Workspace::new();
+            assert!(
+                warm_start(
+                    &program,
+                    WithoutReplacement::GROUP_BITS,
+                    &budget,
+                    &mut workspace
+                )
+                .is_some()
+            );
+            let grouped = minimise(&program, &budget, &mut workspace).unwrap();
+            let direct = program
+                .minimise_from_better(model_start(&program), &budget, &mut workspace)
+                .unwrap();
+            let apart: f64 = (grouped.marginal.iter().zip(&direct.marginal))
+                .map(|(a, b)| (a - b).abs())
+                .sum();
+            assert!(
+                apart <= 2.0 * tolerance,
+                "inner {inner}: r apart by {apart:e}"
+            );
         }
     }
 

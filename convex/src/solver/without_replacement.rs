@@ -2,7 +2,9 @@
 //! form (mdsd-bounds), then the outer program over the drafted tokens
 //! outside H* (H*'s tokens drafted but never selected) and the inner one
 //! over H* (its world: every draft in H*), with the exponential-clock
-//! potential, each from the better of a log-ratio guess and theta = 0.
+//! potential, each from a program over groups of tokens by ratio where
+//! it is large (`ratio_groups`), else from the better of the log-ratio
+//! model and theta = 0.
 
 use mdsd_bounds::optimal_acceptance_wor;
 use mdsd_core::{Distribution, DraftScheme, Problem};
@@ -11,9 +13,8 @@ use super::programs::{ConvexSolution, Side, Sides, assemble, solve_side};
 use super::support::on_support;
 use crate::budget::Budget;
 use crate::error::ConvexError;
-use crate::newton::Program;
 use crate::potential::without_replacement::WithoutReplacement;
-use crate::ratio_groups::log_ratio_start;
+use crate::ratio_groups;
 use crate::selection_rule::Support;
 use crate::workspace::Workspace;
 
@@ -89,37 +90,12 @@ fn solve_on_support(
     let n = drafts.n();
     let outer_potential = WithoutReplacement::new(&outer_q, &inner_q, &[], n);
     let inner_potential = WithoutReplacement::new(&inner_q, &[], &outer_q, n);
-    // Newton from theta = 0, a bound of both programs, frees the tokens
-    // off it a few at a time (tens of iterations at full V): the log-ratio
-    // model's start where it is better.
-    let start = |side: Side,
-                 program: &Program<WithoutReplacement>,
-                 budget: &Budget,
-                 workspace: &mut Workspace| {
-        let q = match side {
-            Side::Outer => &outer_q,
-            Side::Inner => &inner_q,
-        };
-        // The selected mass makes the potential's fine grid: none for a
-        // side without tokens, which the program returns at once.
-        let guess = if program.p.is_empty() {
-            Vec::new()
-        } else {
-            log_ratio_start(
-                q,
-                program.p,
-                program.bounds,
-                program.potential.selected_mass(),
-            )
-        };
-        program.minimise_from_better(guess, budget, workspace)
-    };
     let outer_solved = solve_side(
         Side::Outer,
         &outer_potential,
         &outer_p,
         budget,
-        |program, budget, workspace| start(Side::Outer, program, budget, workspace),
+        ratio_groups::minimise,
         workspace,
     )?;
     let inner_solved = solve_side(
@@ -127,7 +103,7 @@ fn solve_on_support(
         &inner_potential,
         &inner_p,
         budget,
-        |program, budget, workspace| start(Side::Inner, program, budget, workspace),
+        ratio_groups::minimise,
         workspace,
     )?;
     let sides = Sides {

@@ -30,6 +30,14 @@ pub(crate) struct WithoutReplacement<'a> {
     pub(super) clocks: [OnceLock<Clocks>; 2],
     /// P(y ∈ S; world) per selectable token (`inclusion`), made on first use.
     pub(super) inclusion: OnceLock<Vec<f64>>,
+    /// Every token with its role by ascending q (`tokens`), which both
+    /// grids' passes read, made on first use.
+    pub(super) sorted: OnceLock<Vec<(f64, Role)>>,
+    /// The silent and excluded tokens by ascending q, made on first use,
+    /// or those of the side whose tokens this side's groups are
+    /// (`with_selectable`): every level of groups shares them.
+    pub(super) others: OnceLock<Vec<(f64, Role)>>,
+    pub(super) others_of_whole: Option<&'a [(f64, Role)]>,
 }
 
 /// What a grid's evaluations share, made from q alone: the nodes in t
@@ -80,7 +88,31 @@ impl<'a> WithoutReplacement<'a> {
             tail_reach: TAIL_REACH,
             clocks: [OnceLock::new(), OnceLock::new()],
             inclusion: OnceLock::new(),
+            sorted: OnceLock::new(),
+            others: OnceLock::new(),
+            others_of_whole: None,
         }
+    }
+
+    /// q of the selectable tokens.
+    pub(crate) fn q(&self) -> &[f64] {
+        self.q
+    }
+
+    /// The same side with other selectable tokens (a program over groups
+    /// of them), its silent and excluded tokens as they are.
+    pub(crate) fn with_selectable<'b>(&'b self, q: &'b [f64]) -> WithoutReplacement<'b> {
+        WithoutReplacement {
+            tail_reach: self.tail_reach,
+            others_of_whole: Some(self.others()),
+            ..WithoutReplacement::new(q, self.silent, self.excluded, self.n)
+        }
+    }
+
+    /// The most q of a token in the tail on the fine grid.
+    pub(crate) fn most_tail_mass(&self) -> f64 {
+        let t_max = self.clocks(Grid::Fine).t.last().copied().unwrap_or(0.0);
+        self.tail_reach / (self.n as f64 * t_max)
     }
 
     /// P(S > 0 in the world): the total of r, whatever theta.
@@ -100,15 +132,36 @@ impl<'a> WithoutReplacement<'a> {
         self.clocks[index].get_or_init(|| self.clock_pass(grid))
     }
 
-    /// Every token with its q and role, by ascending q.
-    pub(super) fn tokens(&self) -> Vec<(f64, Role)> {
-        let mut tokens: Vec<(f64, Role)> = (self.q.iter().map(|&q| (q, Role::Selectable)))
-            .chain(self.silent.iter().map(|&q| (q, Role::Silent)))
-            .chain(self.excluded.iter().map(|&q| (q, Role::Excluded)))
-            .filter(|&(q, _)| q > 0.0)
-            .collect();
-        tokens.sort_by(|a, b| a.0.total_cmp(&b.0));
-        tokens
+    /// Every token with its q and role, by ascending q (of equal q in any
+    /// order: a node's split at n q t = `tail_reach` keeps them together).
+    pub(super) fn tokens(&self) -> &[(f64, Role)] {
+        self.sorted.get_or_init(|| {
+            let selectable = by_ascending_q(self.q.iter().map(|&q| (q, Role::Selectable)));
+            let others = self.others();
+            let mut tokens = Vec::with_capacity(selectable.len() + others.len());
+            let (mut a, mut b) = (selectable.iter().peekable(), others.iter().peekable());
+            while let (Some(x), Some(y)) = (a.peek(), b.peek()) {
+                tokens.push(if x.0 <= y.0 {
+                    *a.next().unwrap()
+                } else {
+                    *b.next().unwrap()
+                });
+            }
+            tokens.extend(a.chain(b));
+            tokens
+        })
+    }
+
+    /// The silent and excluded tokens with their roles, by ascending q.
+    fn others(&self) -> &[(f64, Role)] {
+        self.others_of_whole.unwrap_or_else(|| {
+            self.others.get_or_init(|| {
+                by_ascending_q(
+                    (self.silent.iter().map(|&q| (q, Role::Silent)))
+                        .chain(self.excluded.iter().map(|&q| (q, Role::Excluded))),
+                )
+            })
+        })
     }
 
     /// The nodes in t of `grid` that carry P(world), and the rest of
@@ -303,4 +356,11 @@ impl<'a> WithoutReplacement<'a> {
             silent_moments,
         }
     }
+}
+
+/// The tokens of q > 0 among `tokens`, by ascending q.
+fn by_ascending_q(tokens: impl Iterator<Item = (f64, Role)>) -> Vec<(f64, Role)> {
+    let mut tokens: Vec<(f64, Role)> = tokens.filter(|&(q, _)| q > 0.0).collect();
+    tokens.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+    tokens
 }
