@@ -33,9 +33,10 @@
 //! Drafts without replacement have r_y = q_y g(theta_y) to first order in
 //! q_y for the clocks' tail, whose tokens of one weight enter phi through
 //! their total q to that order: their grouped program only starts Newton.
-//! A token past `Groupable::most_group_mass` (an exact factor, whose r
+//! A token past `Groupable::most_token_mass` (an exact factor, whose r
 //! saturates) is a group of its own, and the others' groups hold at most
-//! that mass, so that each stays in the tail.
+//! `Groupable::most_group_mass`, a share of it, so that each is a tail
+//! token whose first order is most of it.
 
 use mdsd_core::powi_count;
 
@@ -69,6 +70,14 @@ const MODEL_START_PASSES: usize = 100;
 /// tighter than the program itself, so that the grouped residual does not
 /// decide whether the interpolated start already meets the tolerance.
 const GROUPED_TOLERANCE_SHARE: f64 = 1.0 / 16.0;
+/// Drafts without replacement: the share of a tail token's most q
+/// (`WithoutReplacement::most_tail_mass`, n q t_max = 1) that a group of
+/// tail tokens holds at most. A group is one token of its total q in the
+/// grouped program, right to first order in n q t: at 1/16 the grouped
+/// start leaves Newton at the full vocabulary no step on most shared rows
+/// (`benches/README.md`), where groups up to the whole reach left one on
+/// most, and finer ones cost more in the grouped programs than they save.
+const TAIL_GROUP_SHARE: f64 = 1.0 / 16.0;
 /// Ratios are clamped to [2^-64, 2^64]: p = 0 joins the lowest group.
 pub(crate) const RATIO_FLOOR: f64 = 5.421_010_862_427_522e-20;
 pub(crate) const RATIO_CEILING: f64 = 1.844_674_407_370_955_2e19;
@@ -93,10 +102,14 @@ pub(crate) trait Groupable: Potential {
     fn over<'b>(&'b self, laws: &'b [Vec<f64>]) -> Self::Over<'b>;
     /// P(S > 0), the total of r whatever theta.
     fn selected_mass(&self) -> f64;
-    /// The most draft mass of one token in a group: past it a token is a
-    /// group of its own, and a group of lighter tokens holds at most this
-    /// much. Where tokens of one weight enter phi through their total q
-    /// alone (i.i.d. and independent drafts), no limit.
+    /// The most draft mass of a token that shares its group: past it a
+    /// token is a group of its own. Where tokens of one weight enter phi
+    /// through their total q alone (i.i.d. and independent drafts), no
+    /// limit.
+    fn most_token_mass(&self) -> f64 {
+        f64::INFINITY
+    }
+    /// The most draft mass of a group of tokens (a token of its own aside).
     fn most_group_mass(&self) -> f64 {
         f64::INFINITY
     }
@@ -171,8 +184,9 @@ impl Groupable for Independent<'_> {
 /// = q_y g(theta_y) + O(q_y² t)). A token that may ring by the last node is
 /// an exact factor, whose r saturates: merged into its cell, it would
 /// carry its lighter neighbours' weight and they its own, so it is a group
-/// of its own, and a cell's tail tokens are split into groups that stay in
-/// the tail.
+/// of its own, and a cell's tail tokens are split into groups of at most
+/// `TAIL_GROUP_SHARE` of the tail's reach, whose first order is most of
+/// their r.
 impl Groupable for WithoutReplacement<'_> {
     /// As i.i.d. drafts': the tail's weights follow the ratio as theirs do.
     const GROUP_BITS: u32 = 8;
@@ -201,8 +215,12 @@ impl Groupable for WithoutReplacement<'_> {
         WithoutReplacement::selected_mass(self)
     }
 
-    fn most_group_mass(&self) -> f64 {
+    fn most_token_mass(&self) -> f64 {
         self.most_tail_mass()
+    }
+
+    fn most_group_mass(&self) -> f64 {
+        TAIL_GROUP_SHARE * self.most_tail_mass()
     }
 }
 
@@ -240,7 +258,7 @@ fn minimise_from<P: Groupable>(
             program.minimise(start, budget, workspace)
         };
     };
-    let mut solved = program.minimise(start, budget, workspace)?;
+    let mut solved = program.minimise_near(start, budget, workspace)?;
     solved.iterations += grouped_iterations;
     Ok(solved)
 }
@@ -369,7 +387,10 @@ fn warm_start<P: Groupable>(
         &places,
         |place| index[cell(place)] as usize,
         (p, &laws, counts),
-        program.potential.most_group_mass(),
+        (
+            program.potential.most_token_mass(),
+            program.potential.most_group_mass(),
+        ),
     );
     if groups.cell.len() * SHRINK > p.len() {
         return None;
@@ -451,8 +472,8 @@ fn row_mass(laws: &[f64], counts: &[usize]) -> f64 {
 
 /// The groups of one level: the occupied cells themselves where none
 /// holds more than `Groupable::most_group_mass`, else each cell's tokens
-/// in turn, a token past the limit a group of its own and the others in
-/// groups of at most the limit.
+/// in turn, a token past `Groupable::most_token_mass` a group of its own
+/// and the others in groups of at most the group mass.
 struct Groups {
     /// Per group, Σ p then Σ q_i per law.
     rows: Vec<Vec<f64>>,
@@ -468,7 +489,7 @@ impl Groups {
         places: &[Place],
         cell_of: impl Fn(&Place) -> usize,
         (p, laws, counts): (&[f64], &[&[f64]], &[usize]),
-        most_mass: f64,
+        (most_token_mass, most_mass): (f64, f64),
     ) -> Self {
         if (cell_rows.iter()).all(|row| row_mass(&row[1..], counts) <= most_mass) {
             return Self {
@@ -487,7 +508,7 @@ impl Groups {
         for (y, place) in places.iter().enumerate() {
             let cell = cell_of(place);
             let (group, held) = &mut open[cell];
-            let alone = place.mass > most_mass;
+            let alone = place.mass > most_token_mass;
             let group = if alone || *group == usize::MAX || *held + place.mass > most_mass {
                 groups.rows.push(vec![0.0; laws.len() + 1]);
                 groups.cell.push(cell);
@@ -728,9 +749,9 @@ mod tests {
             };
             let heaviest = own_q.iter().fold(0.0f64, |m, &q| m.max(q));
             assert!(
-                heaviest > potential.most_group_mass(),
+                heaviest > potential.most_token_mass(),
                 "inner {inner}: {heaviest:e} vs {:e}",
-                potential.most_group_mass()
+                potential.most_token_mass()
             );
             let program = Program {
                 name: "test",

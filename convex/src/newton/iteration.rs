@@ -8,8 +8,9 @@ use crate::workspace::Workspace;
 
 impl<P: Potential> Program<'_, P> {
     /// `minimise` from `theta` (inside the box), whose objective and
-    /// evaluation are `current`, on the rough rule where the potential
-    /// has one (`Potential::rough_until`). The iteration goes on the rough
+    /// evaluation are `current`, on the rough rule where `rough` (the
+    /// potential has one, `Potential::rough_until`, and the start is not
+    /// near the optimum: `Program::minimise_near`). The iteration goes on the rough
     /// rule while the acceptance lost is above its reach, and on the exact
     /// rule from there: the rough one's values are not compared with the
     /// exact one's, so the change comes between iterations, with a new
@@ -25,11 +26,11 @@ impl<P: Potential> Program<'_, P> {
         &self,
         mut theta: Vec<f64>,
         mut current: (f64, Evaluation<P::Hessian>),
+        mut rough: bool,
         budget: &Budget,
         workspace: &mut Workspace,
     ) -> Result<Solved, ConvexError> {
         let tolerance = budget.max_gap;
-        let mut rough = self.potential.rough_until().is_some();
         let rough_until = self.potential.rough_until().unwrap_or(0.0).max(tolerance);
         let mut iterations = 0;
         // Whether the last line search found no step worth taking: the

@@ -209,15 +209,39 @@ impl<P: Potential> Program<'_, P> {
         budget: &Budget,
         workspace: &mut Workspace,
     ) -> Result<Solved, ConvexError> {
+        let rough = self.potential.rough_until().is_some();
+        self.minimise_on(start, rough, budget, workspace)
+    }
+
+    /// `minimise` from a start near the optimum (a grouped program's
+    /// solution), on the exact rule from the first evaluation: the rough
+    /// rule's phase would end there at once, after an evaluation of its
+    /// own.
+    pub(crate) fn minimise_near(
+        &self,
+        start: Vec<f64>,
+        budget: &Budget,
+        workspace: &mut Workspace,
+    ) -> Result<Solved, ConvexError> {
+        self.minimise_on(start, false, budget, workspace)
+    }
+
+    /// `minimise`, on the rough rule first where `rough`.
+    fn minimise_on(
+        &self,
+        start: Vec<f64>,
+        rough: bool,
+        budget: &Budget,
+        workspace: &mut Workspace,
+    ) -> Result<Solved, ConvexError> {
         if self.p.is_empty() {
             return Ok(Self::without_variables());
         }
         let (lo, hi) = self.bounds;
         let mut theta = start;
         theta.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
-        let rough = self.potential.rough_until().is_some();
         let current = self.objective(&theta, rough, workspace);
-        self.minimise_evaluated(theta, current, budget, workspace)
+        self.minimise_evaluated(theta, current, rough, budget, workspace)
     }
 
     /// The solution of a program without variables (a side of a problem
@@ -262,7 +286,7 @@ impl<P: Potential> Program<'_, P> {
             (zero, at_zero, at_guess)
         };
         workspace.give(other.1.marginal);
-        self.minimise_evaluated(theta, current, budget, workspace)
+        self.minimise_evaluated(theta, current, rough, budget, workspace)
     }
 
     /// The objective and the potential's evaluation at theta on its exact

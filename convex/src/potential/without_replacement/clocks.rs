@@ -5,8 +5,8 @@
 
 use super::grids::{CLOCK_LEFT_NODES, Grid, clock_nodes};
 use super::polynomials::{
-    CLOCK_TAIL_MARGIN, EXTRA_TERMS, Series, absorb, arrivals_below, clock, clock_series,
-    extra_terms, head_cap, powers_of, tail_polynomials, tail_sums,
+    CLOCK_TAIL_MARGIN, EXTRA_TERMS, Series, absorb, add_power_sums, arrivals_below, clock,
+    clock_series, extra_terms, head_cap, powers_of, tail_polynomials, tail_sums,
 };
 use std::sync::OnceLock;
 
@@ -185,19 +185,15 @@ impl<'a> WithoutReplacement<'a> {
         let mut next = 0;
         let mut moments = vec![(Vec::new(), Vec::new(), 0.0); all_t.len()];
         for j in (0..all_t.len()).rev() {
-            for &(q, role) in &tokens[next..bound[j].max(next)] {
-                mass += q;
-                let mut power = 1.0;
-                for m in 0..terms {
-                    if role != Role::Excluded {
-                        open[m] += power;
-                    }
-                    if role == Role::Silent {
-                        silent[m] += power;
-                    }
-                    power *= q;
-                }
-            }
+            let entering = &tokens[next..bound[j].max(next)];
+            mass += entering.iter().map(|&(q, _)| q).sum::<f64>();
+            let of_role = |keep: fn(Role) -> bool| {
+                (entering.iter())
+                    .filter(move |&&(_, role)| keep(role))
+                    .map(|&(q, _)| q)
+            };
+            add_power_sums(&mut open, of_role(|role| role != Role::Excluded));
+            add_power_sums(&mut silent, of_role(|role| role == Role::Silent));
             next = next.max(bound[j]);
             moments[j] = (open.clone(), silent.clone(), mass);
         }
@@ -306,24 +302,23 @@ impl<'a> WithoutReplacement<'a> {
             .iter()
             .flat_map(|&t| head.iter().map(move |&y| clock(self.q[y], t)))
             .unzip();
+        // The exact silent and excluded tokens, found once for every node.
+        let (exact_silent, tail_silent): (Vec<f64>, Vec<f64>) =
+            self.silent.iter().partition(|&&q| exact(q));
+        let (exact_excluded, tail_excluded): (Vec<f64>, Vec<f64>) =
+            self.excluded.iter().partition(|&&q| exact(q));
         let tail_mass: f64 = (tail.iter().map(|&y| self.q[y]))
-            .chain(
-                self.silent
-                    .iter()
-                    .chain(self.excluded)
-                    .copied()
-                    .filter(|&q| !exact(q)),
-            )
+            .chain(tail_silent.iter().chain(&tail_excluded).copied())
             .sum();
         let background = (t.iter())
             .map(|&t| {
                 let (mut u, mut m) = (vec![0.0; n], vec![0.0; n]);
                 u[0] = 1.0;
-                for &q in self.silent.iter().filter(|&&q| exact(q)) {
+                for &q in &exact_silent {
                     let (s, arrived) = clock(q, t);
                     absorb(&mut u, &mut m, s, arrived, q * s);
                 }
-                for &q in self.excluded.iter().filter(|&&q| exact(q)) {
+                for &q in &exact_excluded {
                     absorb(&mut u, &mut m, (-q * t).exp(), 0.0, 0.0);
                 }
                 (u, m)
@@ -333,13 +328,7 @@ impl<'a> WithoutReplacement<'a> {
             .map(|(&t, &exact)| (-t * (tail_mass + head_after[exact])).exp())
             .collect();
         let mut silent_moments = vec![0.0; n + EXTRA_TERMS + 1];
-        for &q in self.silent.iter().filter(|&&q| !exact(q)) {
-            let mut power = 1.0;
-            for m in silent_moments.iter_mut() {
-                *m += power;
-                power *= q;
-            }
-        }
+        add_power_sums(&mut silent_moments, tail_silent);
         Clocks {
             t,
             weight,

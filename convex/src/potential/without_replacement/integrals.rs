@@ -4,8 +4,8 @@
 use super::clocks::{Clocks, WithoutReplacement};
 use super::grids::{Grid, LEFT_END_NODES, left_end_head};
 use super::polynomials::{
-    Coefficients, EXTRA_TERMS, Series, absorb, absorb_into, clock_series, multiply, powers_of,
-    tail_polynomials, tail_sums,
+    Coefficients, EXTRA_TERMS, Series, absorb, absorb_into, add_power_sums, clock_series, multiply,
+    powers_of, tail_polynomials, tail_sums,
 };
 use super::tail::Tail;
 use crate::newton::Evaluation;
@@ -69,13 +69,7 @@ impl<'a> WithoutReplacement<'a> {
             // The tail's moments at c = 0: Σ q^m over its selectable and
             // silent tokens.
             let mut sums = clocks.silent_moments.clone();
-            for &y in &clocks.tail {
-                let mut power = 1.0;
-                for m in sums.iter_mut() {
-                    *m += power;
-                    power *= self.q[y];
-                }
-            }
+            add_power_sums(&mut sums, clocks.tail.iter().map(|&y| self.q[y]));
             let node = NodeInC {
                 moments: (0..=n)
                     .map(|k| std::array::from_fn(|e| sums.get(k + e).copied().unwrap_or(0.0)))

@@ -277,3 +277,29 @@ pub(super) fn tail_polynomials(
     }
     u.iter_mut().for_each(|x| *x *= survival);
 }
+
+/// Adds Σ_x q_x^m to `sums[m]` (m < sums.len()) over the tokens of `q`,
+/// four at a time: one token's powers are a chain of multiplications,
+/// each waiting on the last, and four chains side by side keep the
+/// multiplier busy (summed in another order than token by token, which
+/// moves the sums by their rounding alone).
+pub(super) fn add_power_sums(sums: &mut [f64], q: impl IntoIterator<Item = f64>) {
+    let mut q = q.into_iter();
+    while let Some(first) = q.next() {
+        let rest = [q.next(), q.next(), q.next()];
+        let rates = [first, 0.0, 0.0, 0.0];
+        let rates = std::array::from_fn::<f64, 4, _>(|i| match i {
+            0 => rates[0],
+            _ => rest[i - 1].unwrap_or(0.0),
+        });
+        // A missing token adds nothing: its powers start at 0.
+        let mut powers = std::array::from_fn::<f64, 4, _>(|i| match i {
+            0 => 1.0,
+            _ => f64::from(u8::from(rest[i - 1].is_some())),
+        });
+        for sum in sums.iter_mut() {
+            *sum += (powers[0] + powers[1]) + (powers[2] + powers[3]);
+            (powers.iter_mut().zip(&rates)).for_each(|(power, q)| *power *= q);
+        }
+    }
+}

@@ -265,3 +265,19 @@ fn diagonal_is_the_derivative_of_r() {
         }
     }
 }
+
+/// Power sums four tokens at a time are the token-by-token sums (to
+/// their rounding), for any count of tokens (whole fours and the rest).
+#[test]
+fn power_sums_match_token_by_token() {
+    let mut uniform = uniform_stream();
+    for count in 0..11 {
+        let q: Vec<f64> = (0..count).map(|_| uniform()).collect();
+        let mut fast = vec![0.5; 23];
+        super::polynomials::add_power_sums(&mut fast, q.iter().copied());
+        for (m, &sum) in fast.iter().enumerate() {
+            let slow: f64 = 0.5 + q.iter().map(|q| q.powi(m as i32)).sum::<f64>();
+            assert!((sum - slow).abs() <= 1e-14 * slow, "{count} tokens, m = {m}");
+        }
+    }
+}
