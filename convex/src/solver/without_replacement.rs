@@ -13,6 +13,7 @@ use super::programs::{ConvexSolution, Side, Sides, assemble, solve_side};
 use super::support::on_support;
 use crate::budget::Budget;
 use crate::error::ConvexError;
+use crate::numeric::join_from;
 use crate::potential::without_replacement::WithoutReplacement;
 use crate::ratio_groups;
 use crate::selection_rule::Support;
@@ -90,22 +91,34 @@ fn solve_on_support(
     let n = drafts.n();
     let outer_potential = WithoutReplacement::new(&outer_q, &inner_q, &[], n);
     let inner_potential = WithoutReplacement::new(&inner_q, &[], &outer_q, n);
-    let outer_solved = solve_side(
-        Side::Outer,
-        &outer_potential,
-        &outer_p,
-        budget,
-        ratio_groups::minimise,
-        workspace,
-    )?;
-    let inner_solved = solve_side(
-        Side::Inner,
-        &inner_potential,
-        &inner_p,
-        budget,
-        ratio_groups::minimise,
-        workspace,
-    )?;
+    // The two sides side by side: the outer one's work is mostly its
+    // clocks' passes over H*'s tokens, on one thread, where the inner
+    // one's evaluations leave the pool's other worker idle at times.
+    let mut outer_workspace = Workspace::new();
+    let (outer_solved, inner_solved) = join_from(
+        slots,
+        || {
+            solve_side(
+                Side::Outer,
+                &outer_potential,
+                &outer_p,
+                budget,
+                ratio_groups::minimise,
+                &mut outer_workspace,
+            )
+        },
+        || {
+            solve_side(
+                Side::Inner,
+                &inner_potential,
+                &inner_p,
+                budget,
+                ratio_groups::minimise,
+                workspace,
+            )
+        },
+    );
+    let (outer_solved, inner_solved) = (outer_solved?, inner_solved?);
     let sides = Sides {
         outer: (&outer, &outer_p),
         inner: (inner, &inner_p),

@@ -277,7 +277,10 @@ fn power_sums_match_token_by_token() {
         super::polynomials::add_power_sums(&mut fast, q.iter().copied());
         for (m, &sum) in fast.iter().enumerate() {
             let slow: f64 = 0.5 + q.iter().map(|q| q.powi(m as i32)).sum::<f64>();
-            assert!((sum - slow).abs() <= 1e-14 * slow, "{count} tokens, m = {m}");
+            assert!(
+                (sum - slow).abs() <= 1e-14 * slow,
+                "{count} tokens, m = {m}"
+            );
         }
     }
 }
