@@ -78,6 +78,12 @@ const GROUPED_TOLERANCE_SHARE: f64 = 1.0 / 16.0;
 /// (`benches/README.md`), where groups up to the whole reach left one on
 /// most, and finer ones cost more in the grouped programs than they save.
 const TAIL_GROUP_SHARE: f64 = 1.0 / 16.0;
+/// Drafts without replacement: the most Newton iterations of a grouped
+/// program. On the shared rows (n = 4) those that converge take 4 to 11,
+/// but a few of the coarsest take 37 and 73, at many evaluations each,
+/// where the finer level from the model takes 9; at 10 those fail early
+/// and the finer level starts from the model (`benches/README.md`).
+const GROUPED_ITERATIONS_WOR: usize = 10;
 /// Ratios are clamped to [2^-64, 2^64]: p = 0 joins the lowest group.
 pub(crate) const RATIO_FLOOR: f64 = 5.421_010_862_427_522e-20;
 pub(crate) const RATIO_CEILING: f64 = 1.844_674_407_370_955_2e19;
@@ -113,6 +119,9 @@ pub(crate) trait Groupable: Potential {
     fn most_group_mass(&self) -> f64 {
         f64::INFINITY
     }
+    /// The most Newton iterations of a grouped program: past them it
+    /// fails, and the program it would start starts from the model.
+    const GROUPED_ITERATIONS: usize = usize::MAX;
     /// Whether the model's start is compared with theta = 0
     /// (`Program::minimise_from_better`): where the model can be far off.
     const START_AGAINST_ZERO: bool = false;
@@ -194,6 +203,7 @@ impl Groupable for WithoutReplacement<'_> {
     /// drafted (n = V: r is a softmax, not proportional to q), and Newton
     /// from saturated weights can stall where it converges from 0.
     const START_AGAINST_ZERO: bool = true;
+    const GROUPED_ITERATIONS: usize = GROUPED_ITERATIONS_WOR;
     type Over<'b>
         = WithoutReplacement<'b>
     where
@@ -410,10 +420,13 @@ fn warm_start<P: Groupable>(
     };
     // Solved tighter than the program itself, so that its residual does not
     // decide whether the interpolated start already meets the tolerance.
+    let cap = P::GROUPED_ITERATIONS.min(budget.max_iterations);
     let grouped = minimise_from(
         &grouped,
         bits.checked_sub(COARSENING),
-        &budget.share(GROUPED_TOLERANCE_SHARE),
+        &budget
+            .share(GROUPED_TOLERANCE_SHARE)
+            .with_max_iterations(cap),
         workspace,
     )
     .ok()?;
