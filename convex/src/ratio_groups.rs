@@ -261,16 +261,26 @@ fn minimise_from<P: Groupable>(
         .filter(|_| program.p.len() >= GROUPED_START_FROM)
         .and_then(|bits| warm_start(program, bits, budget, workspace));
     let Some((start, grouped_iterations)) = warm else {
-        let start = model_start(program);
-        return if P::START_AGAINST_ZERO {
-            program.minimise_from_better(start, budget, workspace)
-        } else {
-            program.minimise(start, budget, workspace)
-        };
+        return minimise_from_model(program, budget, workspace);
     };
     let mut solved = program.minimise_near(start, budget, workspace)?;
     solved.iterations += grouped_iterations;
     Ok(solved)
+}
+
+/// Minimises `program` from `model_start` (against theta = 0 where the
+/// potential asks, `Groupable::START_AGAINST_ZERO`).
+fn minimise_from_model<P: Groupable>(
+    program: &Program<P>,
+    budget: &Budget,
+    workspace: &mut Workspace,
+) -> Result<Solved, ConvexError> {
+    let start = model_start(program);
+    if P::START_AGAINST_ZERO {
+        program.minimise_from_better(start, budget, workspace)
+    } else {
+        program.minimise(start, budget, workspace)
+    }
 }
 
 /// A token's place among the groups of one level: its ratio p / q (q =
@@ -704,19 +714,11 @@ mod tests {
 
     /// Both programs of drafts without replacement over 20000 tokens, four
     /// of them most of q (n = 4, H the tokens of least ratio holding half
-    /// of q): the
-    /// grouped start is taken, with the draft's heaviest tokens, which
-    /// may ring by the last node, groups of their own, and Newton from it
-    /// meets the tolerance with the r that Newton reaches from the
-    /// model's start (or theta = 0), to twice the tolerance in l1.
+    /// of q), with tokens heavy enough to ring by the last node (groups of
+    /// their own): `assert_grouped_start_agrees`.
     #[test]
     fn drafts_without_replacement_start_from_groups() {
         let v = 20_000;
-        let logit = |y: usize, spin: f64| -14.0 * (y as f64 * spin).fract();
-        let softmax = |x: Vec<f64>| {
-            let total: f64 = x.iter().map(|x| x.exp()).sum();
-            x.iter().map(|x| x.exp() / total).collect::<Vec<f64>>()
-        };
         // A few tokens of most of the mass, as on real rows, of low ratio
         // (0 and 4, in H) and high (1 and 5).
         let draft: Vec<f64> = (0..v)
@@ -766,59 +768,20 @@ mod tests {
                 "inner {inner}: {heaviest:e} vs {:e}",
                 potential.most_token_mass()
             );
-            let program = Program {
-                name: "test",
-                potential: &potential,
-                p: &own_p,
-                bounds: if inner { (0.0, 40.0) } else { (-40.0, 0.0) },
-                stop: Stop::ProjectedGradient,
-                reach: MAX_STEP_THETA,
-            };
-            let tolerance = 1e-8;
-            let budget = Budget::default()
-                .with_max_gap(tolerance)
-                .with_max_iterations(100);
-            let mut workspace = Workspace::new();
-            assert!(
-                warm_start(
-                    &program,
-                    WithoutReplacement::GROUP_BITS,
-                    &budget,
-                    &mut workspace
-                )
-                .is_some()
-            );
-            let grouped = minimise(&program, &budget, &mut workspace).unwrap();
-            let direct = program
-                .minimise_from_better(model_start(&program), &budget, &mut workspace)
-                .unwrap();
-            let apart: f64 = (grouped.marginal.iter().zip(&direct.marginal))
-                .map(|(a, b)| (a - b).abs())
-                .sum();
-            assert!(
-                apart <= 2.0 * tolerance,
-                "inner {inner}: r apart by {apart:e}"
-            );
+            let bounds = if inner { (0.0, 40.0) } else { (-40.0, 0.0) };
+            let program = test_program(&potential, &own_p, bounds);
+            assert_grouped_start_agrees(&program, &format!("inner {inner}"));
         }
     }
 
     /// Programs of drafts from two laws (one draft's logits at
     /// temperatures 0.7 and 1.3) and from three (a third at temperature 1,
     /// cut to its top 5000 tokens: odds of 0 and 0 / 0) over 20000 tokens,
-    /// large enough to be grouped by ratio and odds: the grouped start is
-    /// taken, and Newton
-    /// from it meets the tolerance (the projected gradient's l1 norm) with
-    /// the r that Newton reaches from the model's start, to twice the
-    /// tolerance in l1 (each r is within it of p on the free tokens).
+    /// large enough to be grouped by ratio and odds:
+    /// `assert_grouped_start_agrees`.
     #[test]
     fn independent_drafts_start_from_groups() {
         let v = 20_000;
-        // Quasi-random logits (golden-ratio sequences) spread over 14 nats.
-        let logit = |y: usize, spin: f64| -14.0 * (y as f64 * spin).fract();
-        let softmax = |x: Vec<f64>| {
-            let total: f64 = x.iter().map(|x| x.exp()).sum();
-            x.iter().map(|x| x.exp() / total).collect::<Vec<f64>>()
-        };
         let draft: Vec<f64> = (0..v).map(|y| logit(y, 0.618_033_988_7)).collect();
         let sharp = softmax(draft.iter().map(|l| l / 0.7).collect());
         let flat = softmax(draft.iter().map(|l| l / 1.3).collect());
@@ -838,34 +801,56 @@ mod tests {
             let base = vec![0.0; laws.len()];
             let ones = vec![1; laws.len()];
             let potential = Independent::new(&laws, &ones, &base, true);
-            let program = Program {
-                name: "test",
-                potential: &potential,
-                p: &p,
-                bounds: (0.0, 40.0),
-                stop: Stop::ProjectedGradient,
-                reach: MAX_STEP_THETA,
-            };
-            let tolerance = 1e-8;
-            let budget = Budget::default()
-                .with_max_gap(tolerance)
-                .with_max_iterations(100);
-            let mut workspace = Workspace::new();
-            assert!(
-                warm_start(&program, Independent::GROUP_BITS, &budget, &mut workspace).is_some()
-            );
-            let grouped = minimise(&program, &budget, &mut workspace).unwrap();
-            let direct = program
-                .minimise(model_start(&program), &budget, &mut workspace)
-                .unwrap();
-            let apart: f64 = (grouped.marginal.iter().zip(&direct.marginal))
-                .map(|(a, b)| (a - b).abs())
-                .sum();
-            assert!(
-                apart <= 2.0 * tolerance,
-                "{} laws: r apart by {apart:e}",
-                laws.len()
-            );
+            let program = test_program(&potential, &p, (0.0, 40.0));
+            assert_grouped_start_agrees(&program, &format!("{} laws", laws.len()));
         }
+    }
+
+    /// Quasi-random logits (golden-ratio sequences) spread over 14 nats.
+    fn logit(y: usize, spin: f64) -> f64 {
+        -14.0 * (y as f64 * spin).fract()
+    }
+
+    fn softmax(x: Vec<f64>) -> Vec<f64> {
+        let total: f64 = x.iter().map(|x| x.exp()).sum();
+        x.iter().map(|x| x.exp() / total).collect()
+    }
+
+    fn test_program<'a, P: Potential>(
+        potential: &'a P,
+        p: &'a [f64],
+        bounds: (f64, f64),
+    ) -> Program<'a, P> {
+        Program {
+            name: "test",
+            potential,
+            p,
+            bounds,
+            stop: Stop::ProjectedGradient,
+            reach: MAX_STEP_THETA,
+        }
+    }
+
+    /// The grouped start is taken, and Newton from it meets the tolerance
+    /// (the projected gradient's l1 norm) with the r that Newton reaches
+    /// from the model's start (compared with theta = 0 where the potential
+    /// asks), to twice the tolerance in l1 (each r is within it of p on
+    /// the free tokens).
+    fn assert_grouped_start_agrees<P: Groupable>(program: &Program<P>, case: &str) {
+        let tolerance = 1e-8;
+        let budget = Budget::default()
+            .with_max_gap(tolerance)
+            .with_max_iterations(100);
+        let mut workspace = Workspace::new();
+        assert!(
+            warm_start(program, P::GROUP_BITS, &budget, &mut workspace).is_some(),
+            "{case}: no grouped start"
+        );
+        let grouped = minimise(program, &budget, &mut workspace).unwrap();
+        let direct = minimise_from_model(program, &budget, &mut workspace).unwrap();
+        let apart: f64 = (grouped.marginal.iter().zip(&direct.marginal))
+            .map(|(a, b)| (a - b).abs())
+            .sum();
+        assert!(apart <= 2.0 * tolerance, "{case}: r apart by {apart:e}");
     }
 }
