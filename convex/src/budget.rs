@@ -34,6 +34,9 @@ pub struct Budget {
     pub time_limit: Option<Duration>,
     /// When the time limit runs out, from the solve's start (`started`).
     deadline: Option<Instant>,
+    /// Whether a program at its iteration cap hands back where it stands
+    /// (`keeping_at_cap`) instead of failing.
+    keep_at_cap: bool,
 }
 
 impl Default for Budget {
@@ -43,6 +46,7 @@ impl Default for Budget {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             time_limit: None,
             deadline: None,
+            keep_at_cap: false,
         }
     }
 }
@@ -117,6 +121,21 @@ impl Budget {
             deadline: self.time_limit.and_then(|limit| start.checked_add(limit)),
             ..self
         }
+    }
+
+    /// The budget of a program that only starts another (a grouped
+    /// program): at its iteration cap it hands back where it stands, as
+    /// out of time, instead of failing.
+    pub(crate) fn keeping_at_cap(self) -> Self {
+        Self {
+            keep_at_cap: true,
+            ..self
+        }
+    }
+
+    /// Whether a program at its iteration cap hands back where it stands.
+    pub(crate) fn keeps_at_cap(&self) -> bool {
+        self.keep_at_cap
     }
 
     /// Whether the solve's time limit has run out.

@@ -47,7 +47,8 @@ impl<P: Potential> Program<'_, P> {
                 rough = false;
                 continue;
             }
-            if lost <= tolerance || out_of_time {
+            let at_cap = iterations == budget.max_iterations && budget.keeps_at_cap();
+            if lost <= tolerance || out_of_time || at_cap {
                 return Ok(Solved {
                     theta,
                     marginal: current.1.marginal,
