@@ -12,7 +12,8 @@ the step's laws, then verifying), and the verifier's share of the step.
 
 GGUF files (``../shared/models/fetch_models.sh`` fetches the shared data's
 Qwen2.5-Coder pair) load with ``--target DIR --target-gguf FILE``
-(transformers dequantises them). A tiny random pair built from a config
+(transformers dequantises them, with the ``gguf`` and ``accelerate``
+packages). A tiny random pair built from a config
 (``--tiny``) runs anywhere in seconds, for a smoke test.
 """
 
