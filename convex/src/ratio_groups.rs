@@ -419,9 +419,9 @@ fn warm_start<P: Groupable>(
         return None;
     }
     let grouped_laws: Vec<Vec<f64>> = (1..width)
-        .map(|i| groups.rows.iter().map(|row| row[i]).collect())
+        .map(|i| groups.rows().map(|row| row[i]).collect())
         .collect();
-    let grouped_p: Vec<f64> = groups.rows.iter().map(|row| row[0]).collect();
+    let grouped_p: Vec<f64> = groups.rows().map(|row| row[0]).collect();
     let grouped_potential = program.potential.over(&grouped_laws);
     let grouped = Program {
         name: program.name,
@@ -450,7 +450,7 @@ fn warm_start<P: Groupable>(
     // of its odds cell on its side: per group, its ratio, its weight and
     // the slopes towards either neighbour (0 where there is none), so that
     // a token costs a lookup and a multiplication.
-    let theta = groups.cell_weights(&grouped.theta, occupied.len(), counts);
+    let theta = groups.cell_weights(&grouped.theta, counts);
     let centre: Vec<f64> = (cell_rows.iter())
         .map(|row| row[0] / row_mass(&row[1..], counts))
         .collect();
@@ -502,10 +502,12 @@ fn row_mass(laws: &[f64], counts: &[usize]) -> f64 {
 /// in turn, a token past `Groupable::most_token_mass` a group of its own
 /// and the others in groups of at most the group mass.
 struct Groups {
-    /// Per group, Σ p then Σ q_i per law.
-    rows: Vec<Vec<f64>>,
-    /// Per group, its cell (among the occupied).
+    /// Per group, its row: Σ p then Σ q_i per law (`width` numbers).
+    sums: Vec<f64>,
+    width: usize,
+    /// Per group, its cell (among the occupied cells, `cells` of them).
     cell: Vec<usize>,
+    cells: usize,
     /// The tokens that are groups of their own, with their group.
     own: Vec<(usize, usize)>,
 }
@@ -518,26 +520,31 @@ impl Groups {
         (p, laws, counts): (&[f64], &[&[f64]], &[usize]),
         (most_token_mass, most_mass): (f64, f64),
     ) -> Self {
+        let (width, cells) = (laws.len() + 1, cell_rows.len());
         if (cell_rows.iter()).all(|row| row_mass(&row[1..], counts) <= most_mass) {
             return Self {
-                rows: cell_rows.iter().map(|row| row.to_vec()).collect(),
-                cell: (0..cell_rows.len()).collect(),
+                sums: cell_rows.concat(),
+                width,
+                cell: (0..cells).collect(),
+                cells,
                 own: Vec::new(),
             };
         }
         let mut groups = Self {
-            rows: Vec::new(),
+            sums: Vec::new(),
+            width,
             cell: Vec::new(),
+            cells,
             own: Vec::new(),
         };
         // Per cell, its open group of light tokens and that group's mass.
-        let mut open = vec![(usize::MAX, 0.0); cell_rows.len()];
+        let mut open = vec![(usize::MAX, 0.0); cells];
         for (y, place) in places.iter().enumerate() {
             let cell = cell_of(place);
             let (group, held) = &mut open[cell];
             let alone = place.mass > most_token_mass;
             let group = if alone || *group == usize::MAX || *held + place.mass > most_mass {
-                groups.rows.push(vec![0.0; laws.len() + 1]);
+                groups.sums.extend(std::iter::repeat_n(0.0, width));
                 groups.cell.push(cell);
                 let fresh = groups.cell.len() - 1;
                 if alone {
@@ -552,23 +559,34 @@ impl Groups {
             if !alone {
                 *held += place.mass;
             }
-            let row = &mut groups.rows[group];
+            let row = &mut groups.sums[group * width..][..width];
             row[0] += p[y];
             (row[1..].iter_mut().zip(laws)).for_each(|(sum, law)| *sum += law[y]);
         }
         groups
     }
 
-    /// Each cell's weight from its groups': their mean by draft mass over
-    /// its groups of light tokens (a token of its own does not speak for
-    /// its lighter neighbours), over all of them where it has no other.
-    fn cell_weights(&self, theta: &[f64], cells: usize, counts: &[usize]) -> Vec<f64> {
+    /// Each group's row.
+    fn rows(&self) -> impl Iterator<Item = &[f64]> {
+        self.sums.chunks_exact(self.width)
+    }
+
+    /// Each cell's weight from its groups': its one group's where it has
+    /// one, else their mean by draft mass over its groups of light tokens
+    /// (a token of its own does not speak for its lighter neighbours), over
+    /// all of them where it has no other.
+    fn cell_weights(&self, theta: &[f64], counts: &[usize]) -> Vec<f64> {
+        if self.cell.len() == self.cells {
+            let mut weights = vec![0.0; self.cells];
+            (self.cell.iter().zip(theta)).for_each(|(&cell, &theta)| weights[cell] = theta);
+            return weights;
+        }
         let mut own = vec![false; self.cell.len()];
         self.own.iter().for_each(|&(_, group)| own[group] = true);
         // Per cell: Σ mass x theta and Σ mass over light groups, then own.
-        let mut sums = vec![[0.0; 4]; cells];
-        for (group, &cell) in self.cell.iter().enumerate() {
-            let mass = row_mass(&self.rows[group][1..], counts);
+        let mut sums = vec![[0.0; 4]; self.cells];
+        for ((group, &cell), row) in self.cell.iter().enumerate().zip(self.rows()) {
+            let mass = row_mass(&row[1..], counts);
             let at = 2 * usize::from(own[group]);
             sums[cell][at] += mass * theta[group];
             sums[cell][at + 1] += mass;
@@ -608,7 +626,7 @@ fn model_start<P: Groupable>(program: &Program<P>) -> Vec<f64> {
 /// sums to `total`, the program's P(S > 0) (for drafts without
 /// replacement too, r_y of a token of small q is q_y times an increasing
 /// function of its weight).
-pub(crate) fn log_ratio_start(q: &[f64], p: &[f64], (lo, hi): (f64, f64), total: f64) -> Vec<f64> {
+fn log_ratio_start(q: &[f64], p: &[f64], (lo, hi): (f64, f64), total: f64) -> Vec<f64> {
     // F(g0) = Σ_y clamp(p_y, g0 q_y e^lo, g0 q_y e^hi) is increasing and
     // piecewise linear in g0, between g0 e^lo Σ q and g0 e^hi Σ q: the root
     // lies in a bracket of width e^(hi - lo), where Newton on F lands on it

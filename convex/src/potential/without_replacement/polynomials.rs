@@ -286,17 +286,10 @@ pub(super) fn tail_polynomials(
 pub(super) fn add_power_sums(sums: &mut [f64], q: impl IntoIterator<Item = f64>) {
     let mut q = q.into_iter();
     while let Some(first) = q.next() {
-        let rest = [q.next(), q.next(), q.next()];
-        let rates = [first, 0.0, 0.0, 0.0];
-        let rates = std::array::from_fn::<f64, 4, _>(|i| match i {
-            0 => rates[0],
-            _ => rest[i - 1].unwrap_or(0.0),
-        });
+        let four = [Some(first), q.next(), q.next(), q.next()];
+        let rates = four.map(|q| q.unwrap_or(0.0));
         // A missing token adds nothing: its powers start at 0.
-        let mut powers = std::array::from_fn::<f64, 4, _>(|i| match i {
-            0 => 1.0,
-            _ => f64::from(u8::from(rest[i - 1].is_some())),
-        });
+        let mut powers = four.map(|q| f64::from(u8::from(q.is_some())));
         for sum in sums.iter_mut() {
             *sum += (powers[0] + powers[1]) + (powers[2] + powers[3]);
             (powers.iter_mut().zip(&rates)).for_each(|(power, q)| *power *= q);
