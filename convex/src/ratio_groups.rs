@@ -73,19 +73,18 @@ const GROUPED_TOLERANCE_SHARE: f64 = 1.0 / 16.0;
 /// Drafts without replacement: the share of a tail token's most q
 /// (`WithoutReplacement::most_tail_mass`, n q t_max = 1) that a group of
 /// tail tokens holds at most. A group is one token of its total q in the
-/// grouped program, right to first order in n q t: at 1/16 the grouped
-/// start leaves Newton at the full vocabulary no step on most shared rows
-/// (`benches/README.md`), where groups up to the whole reach left one on
-/// most, and finer ones cost more in the grouped programs than they save.
+/// grouped program, right to first order in n q t: groups of the whole
+/// reach leave Newton at the full vocabulary a step more on most real
+/// rows, and finer ones than 1/16 cost more in the grouped programs than
+/// they save (`benches/README.md`).
 const TAIL_GROUP_SHARE: f64 = 1.0 / 16.0;
 /// Drafts without replacement: the most Newton iterations of a grouped
 /// program, which then hands back where it stands. Merged tokens saturate
-/// lower than their members (a pseudo-token is drafted at most once), so
-/// where p nears that limit the grouped program's loss stalls above its
-/// tolerance (on rows of a decoding loop, at 1e-8 to 1e-5 for all its
-/// iterations), though its weights start the finer level well; on the
-/// shared rows those that converge take 4 to 11 iterations, and two took
-/// 37 and 73 (`benches/README.md`).
+/// lower than their members (a group is drafted at most once), so where p
+/// nears that limit the grouped program's loss stalls above its
+/// tolerance, though its weights start the finer level well; the cap is
+/// above what the grouped programs that converge take on real rows
+/// (`benches/README.md`).
 const GROUPED_ITERATIONS_WOR: usize = 15;
 /// Ratios are clamped to [2^-64, 2^64]: p = 0 joins the lowest group.
 pub(crate) const RATIO_FLOOR: f64 = 5.421_010_862_427_522e-20;
