@@ -92,7 +92,7 @@ fn main() {
                         time += start.elapsed();
                         let Ok(solution) = solution else { continue };
                         let summary = solution.summary.clone();
-                        let verifier = OptimalConvex::from_solution(problem, solution);
+                        let verifier = OptimalConvex::from_solution(problem.clone(), solution);
                         let seed = sampled.len() as u64;
                         let report = mdsd_verify::sampled(problem, &verifier, draws, seed).unwrap();
                         sampled.push(report.acceptance);

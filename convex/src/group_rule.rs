@@ -204,7 +204,8 @@ impl Cells {
         // often share a cell with the one before, and one table would
         // chain each update on that token's.
         let entries = 3 * (own_cell as usize + 1);
-        let unset = [0.0, f64::INFINITY, 0.0].into_iter().cycle().take(entries);
+        // From a range, whose length the vector knows, not a cycle's.
+        let unset = (0..entries).map(|i| if i % 3 == 1 { f64::INFINITY } else { 0.0 });
         let mut halves = [workspace.take(entries), workspace.take(entries)];
         halves
             .iter_mut()

@@ -53,17 +53,45 @@ pub(crate) fn lane_sum(x: &[f64]) -> f64 {
 /// thousand would be lost.
 #[inline]
 pub(crate) fn sum_where(x: &[f64], mask: &[f64], keep: impl Fn(f64) -> bool) -> f64 {
+    sum_of_pairs(x, mask, |x, m| if keep(m) { x } else { 0.0 })
+}
+
+/// `Σ term(x_i, y_i)`, in the running sums of [`sum_where`].
+#[inline]
+pub(crate) fn sum_of_pairs(x: &[f64], y: &[f64], term: impl Fn(f64, f64) -> f64) -> f64 {
     const CHUNK: usize = 256;
     x.chunks(CHUNK)
-        .zip(mask.chunks(CHUNK))
-        .map(|(x, mask)| {
+        .zip(y.chunks(CHUNK))
+        .map(|(x, y)| {
             let mut lanes = [0.0; 4];
-            for (i, (&x, &m)) in x.iter().zip(mask).enumerate() {
-                lanes[i % 4] += if keep(m) { x } else { 0.0 };
+            for (i, (&x, &y)) in x.iter().zip(y).enumerate() {
+                lanes[i % 4] += term(x, y);
             }
             lanes.iter().sum::<f64>()
         })
         .sum()
+}
+
+/// The least of x (+inf for none), in eight running minima by a select:
+/// one would be a chain of dependent comparisons, and `f64::min`'s NaN
+/// rule keeps the loop from vectorising.
+#[inline]
+pub(crate) fn least(x: &[f64]) -> f64 {
+    const LANES: usize = 8;
+    let mut lanes = [f64::INFINITY; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = if v < *lane { v } else { *lane };
+        }
+    }
+    for (lane, &v) in lanes.iter_mut().zip(rest) {
+        *lane = if v < *lane { v } else { *lane };
+    }
+    lanes
+        .iter()
+        .fold(f64::INFINITY, |m, &v| if v < m { v } else { m })
 }
 
 /// A curvature (a diagonal of the Hessian, or of its model) floored so
@@ -102,5 +130,33 @@ pub(crate) fn join_from<A: Send, B: Send>(
         rayon::join(a, b)
     } else {
         (a(), b())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The lanes' least and sums are the entries' own, at every length
+        /// about the lanes' and chunks' sizes (none, a remainder, several
+        /// chunks); the sums, which differ only in their order, within
+        /// twice the bound of recursive summation's error, (N - 1) u Σ
+        /// |term| (Higham, Accuracy and Stability, §4.2).
+        #[test]
+        fn lane_passes_match_one_by_one(
+            pairs in prop::collection::vec((0.0f64..1.0, 0.0f64..1.0), 0..700),
+        ) {
+            let (x, y): (Vec<f64>, Vec<f64>) = pairs.into_iter().unzip();
+            let one_by_one = x.iter().fold(f64::INFINITY, |m, &v| m.min(v));
+            prop_assert_eq!(least(&x), one_by_one);
+            let term = |x: f64, y: f64| if x < y { x } else { y };
+            let naive: f64 = x.iter().zip(&y).map(|(&x, &y)| x.min(y)).sum();
+            let bound = |total: f64| 2.0 * x.len() as f64 * f64::EPSILON / 2.0 * total;
+            prop_assert!((sum_of_pairs(&x, &y, term) - naive).abs() <= bound(naive));
+            let sum = x.iter().sum::<f64>();
+            prop_assert!((lane_sum(&x) - sum).abs() <= bound(sum));
+        }
     }
 }

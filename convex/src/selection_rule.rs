@@ -2,6 +2,7 @@
 //! given the drafts, before single-draft speculative sampling of it.
 
 use crate::newton::Solved;
+use crate::numeric::sum_of_pairs;
 use crate::workspace::Workspace;
 
 /// How drafts of one token count in the softmax.
@@ -143,7 +144,9 @@ impl SelectionRule {
     /// The acceptance of the selected token against p (on `tokens`, in
     /// their order): Σ min(p, r).
     pub(crate) fn acceptance(&self, p: &[f64]) -> f64 {
-        p.iter().zip(&self.selected).map(|(p, r)| p.min(*r)).sum()
+        // A select, not f64::min, whose NaN rule keeps the sum from
+        // vectorising (neither p nor r holds a NaN).
+        sum_of_pairs(p, &self.selected, |p, r| if p < r { p } else { r })
     }
 }
 

@@ -37,6 +37,12 @@ impl Problem {
         self.target.len()
     }
 
+    /// The target and the drafts, for a caller that keeps them past the
+    /// problem without copying them.
+    pub fn into_parts(self) -> (Distribution, DraftScheme) {
+        (self.target, self.drafts)
+    }
+
     /// The indicator vector of a token set, rejecting out-of-range tokens.
     pub fn indicator(&self, tokens: &[usize]) -> Result<Vec<bool>, CoreError> {
         let vocab_size = self.vocab_size();

@@ -56,7 +56,7 @@ impl PyOptimalRules {
         }
         let entries = problems.len().saturating_mul(cols);
         let rules = interruptible(py, entries, |progress| {
-            OptimalRules::prepare(&problems, &solver, progress).map_err(|e| e.to_string())
+            OptimalRules::prepare(problems, &solver, progress).map_err(|e| e.to_string())
         })?;
         Ok(Self { rules, n })
     }

@@ -32,16 +32,17 @@ pub struct OptimalConvex {
 
 impl OptimalConvex {
     pub fn new(problem: &Problem, solver: &ConvexSolver) -> Result<Self, VerifyError> {
-        Ok(Self::from_solution(problem, solver.solve(problem)?))
+        Ok(Self::from_solution(problem.clone(), solver.solve(problem)?))
     }
 
     /// The verifier of a solution the caller already has (of `problem`,
-    /// by a [`ConvexSolver`]).
-    pub fn from_solution(problem: &Problem, solution: ConvexSolution) -> Self {
-        let p = problem.target().probs().to_vec();
-        let verification = Verification::new(p, solution.rule.selected_law());
+    /// by a [`ConvexSolver`]), which keeps the problem's target and drafts
+    /// as they are: at a full vocabulary each is a vector of its size.
+    pub fn from_solution(problem: Problem, solution: ConvexSolution) -> Self {
+        let (target, drafts) = problem.into_parts();
+        let verification = Verification::new(target.into_probs(), solution.rule.selected_law());
         Self {
-            drafts: problem.drafts().clone(),
+            drafts,
             solution,
             verification,
         }
@@ -94,21 +95,24 @@ pub struct OptimalRules {
 
 impl OptimalRules {
     /// The rules of `problems`, each solved by `solver` (whose workspaces
-    /// serve the solves running at once); the caller is asked between rows
-    /// whether to stop. An error names its row.
+    /// serve the solves running at once) and keeping its problem's target
+    /// and drafts (`OptimalConvex::from_solution`); the caller is asked
+    /// between rows whether to stop. An error names its row.
     pub fn prepare(
-        problems: &[Problem],
+        problems: Vec<Problem>,
         solver: &ConvexSolver,
         progress: &dyn Progress,
     ) -> Result<Self, VerifyError> {
         solver.check_settings()?;
         progress.start(problems.len() as u64);
-        let rules = (problems.par_iter().enumerate())
+        let rules = (problems.into_par_iter().enumerate())
             .map(|(row, problem)| {
                 progress.check_stop()?;
-                let rule = OptimalConvex::new(problem, solver).map_err(|e| e.at_row(row))?;
+                let solution = solver
+                    .solve(&problem)
+                    .map_err(|e| VerifyError::from(e).at_row(row))?;
                 progress.advance(1);
-                Ok(rule)
+                Ok(OptimalConvex::from_solution(problem, solution))
             })
             .collect::<Result<Vec<_>, VerifyError>>()?;
         Ok(Self { rules })

@@ -109,13 +109,13 @@ fn batches_give_the_rows_single_results() {
         })
         .collect();
     let solver = ConvexSolver::default();
-    let batch = OptimalRules::prepare(&problems, &solver, &|_| {}).unwrap();
+    let batch = OptimalRules::prepare(problems.clone(), &solver, &|_| {}).unwrap();
     let one_thread = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
         .unwrap();
     let serial = one_thread
-        .install(|| OptimalRules::prepare(&problems, &solver, &|_| {}))
+        .install(|| OptimalRules::prepare(problems.clone(), &solver, &|_| {}))
         .unwrap();
     // Drafts: each row's n most likely draft tokens.
     let drafts: Vec<Vec<usize>> = (problems.iter())

@@ -5,7 +5,7 @@
 use mdsd_core::{CoreError, Distribution};
 
 use crate::error::ConvexError;
-use crate::numeric::{lane_sum, sum_where};
+use crate::numeric::{lane_sum, least, sum_where};
 use crate::selection_rule::Support;
 use crate::workspace::Workspace;
 
@@ -17,9 +17,7 @@ pub(super) fn draft_support(laws: &[&[f64]]) -> Support {
     let size = laws.first().map_or(0, |law| law.len());
     // A minimum over each law, which vectorises, where a test per token
     // would stop early only on laws that are not full.
-    let least = (laws.iter())
-        .map(|law| law.iter().fold(f64::INFINITY, |least, &q| least.min(q)))
-        .fold(0.0f64, f64::max);
+    let least = (laws.iter()).map(|law| least(law)).fold(0.0f64, f64::max);
     if least >= DRAFTED_AT_LEAST {
         return Support::Vocabulary(size);
     }
