@@ -15,3 +15,11 @@ pub(crate) mod iid;
 pub(crate) mod independent;
 pub(crate) mod nodes;
 pub(crate) mod without_replacement;
+
+/// Which of a problem's two programs: over the tokens outside H* or over
+/// H*'s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Side {
+    Outer,
+    Inner,
+}

@@ -36,12 +36,7 @@ impl Solution for ConvexSolution {
     }
 }
 
-/// Which of the two programs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Side {
-    Outer,
-    Inner,
-}
+pub(super) use crate::potential::Side;
 
 impl Side {
     /// The side's program over `potential` with target `p`.

@@ -14,7 +14,7 @@ use super::support::on_support;
 use crate::budget::Budget;
 use crate::error::ConvexError;
 use crate::numeric::join_from;
-use crate::potential::without_replacement::WithoutReplacement;
+use crate::potential::without_replacement::{QOrder, WithoutReplacement};
 use crate::ratio_groups;
 use crate::selection_rule::Support;
 use crate::workspace::Workspace;
@@ -71,11 +71,18 @@ fn solve_on_support(
     workspace: &mut Workspace,
 ) -> Result<ConvexSolution, ConvexError> {
     let slots = support.len();
-    let bound = optimal_acceptance_wor(target, drafts)?;
     let (p, q) = (
         &target.probs()[..slots],
         &drafts.drafts()[0].probs()[..slots],
     );
+    // Both sides' potentials read the tokens by ascending q: ranked on the
+    // pool's other thread while this one finds H*.
+    let (bound, ranked) = join_from(
+        slots,
+        || optimal_acceptance_wor(target, drafts),
+        || QOrder::rank(q),
+    );
+    let bound = bound?;
     // The token of the rest, if any, is never drafted, so never in H*.
     let mut in_h = vec![false; slots];
     bound.certificate.iter().for_each(|&y| in_h[y] = true);
@@ -89,8 +96,15 @@ fn solve_on_support(
         gather(p, &inner),
     );
     let n = drafts.n();
-    let outer_potential = WithoutReplacement::new(&outer_q, &inner_q, &[], n);
-    let inner_potential = WithoutReplacement::new(&inner_q, &[], &outer_q, n);
+    let order = QOrder {
+        slots: &ranked,
+        q,
+        in_h: &in_h,
+    };
+    let outer_potential =
+        WithoutReplacement::new(&outer_q, &inner_q, &[], n).in_order(order, Side::Outer);
+    let inner_potential =
+        WithoutReplacement::new(&inner_q, &[], &outer_q, n).in_order(order, Side::Inner);
     // The two sides side by side: the outer one's work is mostly its
     // clocks' passes over H*'s tokens, on one thread, where the inner
     // one's evaluations leave the pool's other worker idle at times.

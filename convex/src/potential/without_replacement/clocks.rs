@@ -10,6 +10,8 @@ use super::polynomials::{
 };
 use std::sync::OnceLock;
 
+use crate::potential::Side;
+
 /// A token is in the tail when n q t <= TAIL_REACH at every node in t.
 pub(super) const TAIL_REACH: f64 = 1.0;
 
@@ -38,6 +40,39 @@ pub(crate) struct WithoutReplacement<'a> {
     /// (`with_selectable`): every level of groups shares them.
     pub(super) others: OnceLock<Vec<(f64, Role)>>,
     pub(super) others_of_whole: Option<&'a [(f64, Role)]>,
+    /// The whole problem's tokens by ascending q, where the solver ranked
+    /// them (`in_order`): both lists above are then read off it.
+    pub(super) order: Option<(QOrder<'a>, Side)>,
+}
+
+/// A problem's tokens (slots) by ascending q, those of q = 0 left out, and
+/// which are on H*: ranked once, beside the closed form that finds H*, so
+/// that neither side's potential sorts its tokens (`in_order`).
+#[derive(Clone, Copy)]
+pub(crate) struct QOrder<'a> {
+    pub(crate) slots: &'a [usize],
+    pub(crate) q: &'a [f64],
+    pub(crate) in_h: &'a [bool],
+}
+
+impl<'a> QOrder<'a> {
+    /// The slots of q > 0 by ascending q.
+    pub(crate) fn rank(q: &[f64]) -> Vec<usize> {
+        let mut slots: Vec<usize> = (0..q.len()).filter(|&y| q[y] > 0.0).collect();
+        slots.sort_unstable_by(|&x, &y| q[x].total_cmp(&q[y]));
+        slots
+    }
+}
+
+/// The role of a token on H* or not (`in_h`) on a side: the outer side's
+/// tokens are those outside H*, H*'s drafted but never selected there; the
+/// inner side's are H*'s, and drafting any other leaves its world.
+fn role(side: Side, in_h: bool) -> Role {
+    match (side, in_h) {
+        (Side::Outer, false) | (Side::Inner, true) => Role::Selectable,
+        (Side::Outer, true) => Role::Silent,
+        (Side::Inner, false) => Role::Excluded,
+    }
 }
 
 /// What a grid's evaluations share, made from q alone: the nodes in t
@@ -91,6 +126,17 @@ impl<'a> WithoutReplacement<'a> {
             sorted: OnceLock::new(),
             others: OnceLock::new(),
             others_of_whole: None,
+            order: None,
+        }
+    }
+
+    /// The same potential, `side` of the problem whose tokens `order`
+    /// ranks (its q, silent and excluded tokens are that side's, gathered
+    /// from `order.q` in slot order).
+    pub(crate) fn in_order(self, order: QOrder<'a>, side: Side) -> Self {
+        Self {
+            order: Some((order, side)),
+            ..self
         }
     }
 
@@ -136,6 +182,12 @@ impl<'a> WithoutReplacement<'a> {
     /// order: a node's split at n q t = `tail_reach` keeps them together).
     pub(super) fn tokens(&self) -> &[(f64, Role)] {
         self.sorted.get_or_init(|| {
+            if let Some((order, side)) = self.order {
+                let role = |slot: usize| role(side, order.in_h[slot]);
+                return (order.slots.iter())
+                    .map(|&slot| (order.q[slot], role(slot)))
+                    .collect();
+            }
             let selectable = by_ascending_q(self.q.iter().map(|&q| (q, Role::Selectable)));
             let others = self.others();
             let mut tokens = Vec::with_capacity(selectable.len() + others.len());
@@ -153,9 +205,15 @@ impl<'a> WithoutReplacement<'a> {
     }
 
     /// The silent and excluded tokens with their roles, by ascending q.
-    fn others(&self) -> &[(f64, Role)] {
+    pub(super) fn others(&self) -> &[(f64, Role)] {
         self.others_of_whole.unwrap_or_else(|| {
             self.others.get_or_init(|| {
+                if let Some((order, side)) = self.order {
+                    return (order.slots.iter())
+                        .map(|&slot| (order.q[slot], role(side, order.in_h[slot])))
+                        .filter(|&(_, role)| role != Role::Selectable)
+                        .collect();
+                }
                 by_ascending_q(
                     (self.silent.iter().map(|&q| (q, Role::Silent)))
                         .chain(self.excluded.iter().map(|&q| (q, Role::Excluded))),

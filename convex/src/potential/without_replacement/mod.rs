@@ -64,7 +64,7 @@ mod tail;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use clocks::WithoutReplacement;
+pub(crate) use clocks::{QOrder, WithoutReplacement};
 pub(crate) use integrals::Curvature;
 
 use grids::{Grid, ROUGH_UNTIL};

@@ -284,3 +284,54 @@ fn power_sums_match_token_by_token() {
         }
     }
 }
+
+/// Both sides' tokens read off the problem's order by q (`in_order`) are
+/// the lists each side sorts for itself: every token with q > 0 (the
+/// problem's q = 0 token left out) by ascending q with its role, and the
+/// others (H*'s tokens silent outside it, the rest excluded on it); so
+/// are their clocks on both grids, bit for bit.
+#[test]
+fn sides_in_the_problems_order_are_the_sorted_sides() {
+    use super::{Grid, QOrder};
+    use crate::potential::Side;
+    let mut uniform = uniform_stream();
+    let mut q = many_clocks(&mut uniform);
+    q.push(0.0);
+    let in_h: Vec<bool> = (0..q.len()).map(|_| uniform() < 0.6).collect();
+    let ranked = QOrder::rank(&q);
+    let order = QOrder {
+        slots: &ranked,
+        q: &q,
+        in_h: &in_h,
+    };
+    let on = |inside: bool| -> Vec<f64> {
+        (0..q.len())
+            .filter(|&y| in_h[y] == inside)
+            .map(|y| q[y])
+            .collect()
+    };
+    let (inner_q, outer_q) = (on(true), on(false));
+    for n in [2, 4] {
+        let sides = [
+            (
+                Side::Outer,
+                WithoutReplacement::new(&outer_q, &inner_q, &[], n),
+            ),
+            (
+                Side::Inner,
+                WithoutReplacement::new(&inner_q, &[], &outer_q, n),
+            ),
+        ];
+        for (side, sorted) in sides {
+            let ordered = WithoutReplacement::new(sorted.q, sorted.silent, sorted.excluded, n)
+                .in_order(order, side);
+            assert_eq!(ordered.tokens(), sorted.tokens(), "{side:?}, n = {n}");
+            assert_eq!(ordered.others(), sorted.others(), "{side:?}, n = {n}");
+            for grid in [Grid::Fine, Grid::Coarse] {
+                let (a, b) = (ordered.clocks(grid), sorted.clocks(grid));
+                assert_eq!((&a.t, &a.weight, a.world), (&b.t, &b.weight, b.world));
+                assert_eq!(a.silent_moments, b.silent_moments, "{side:?}, n = {n}");
+            }
+        }
+    }
+}
