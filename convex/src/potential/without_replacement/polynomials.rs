@@ -2,6 +2,8 @@
 //! factors absorbed into `(U, M)`, and the tail's series in q t
 //! (`docs/DESIGN.md` §6b, "The clock's tail").
 
+use std::sync::LazyLock;
+
 /// Terms of a tail token's series in q t beyond the leading one: (e^x -
 /// 1)^k = x^k g(x)^k with g's coefficients below e^x's, so cutting after
 /// d terms leaves at most (k x)^(d+1) e^(k x) / (d+1)! of it, below
@@ -162,8 +164,37 @@ pub(super) fn head_cap(n: usize) -> usize {
 }
 
 /// The terms beyond the leading one that a tail token's series needs,
-/// `x` = n q t_max <= 1 (see `EXTRA_TERMS`).
+/// `x` = n q t_max <= 1 (see `EXTRA_TERMS`): how many of the least x at
+/// which `extra_terms_by_bound` gives one more term it reaches, which
+/// gives the same count (each term's bound grows with x) without an
+/// exponential and a loop per token.
+#[inline]
 pub(super) fn extra_terms(x: f64) -> usize {
+    (EXTRA_TERMS_FROM.iter()).filter(|&&from| x >= from).count()
+}
+
+/// Per d < EXTRA_TERMS, the least float x >= 0 at which
+/// `extra_terms_by_bound(x)` exceeds d: by bisection on the bit patterns,
+/// which increase with non-negative floats.
+pub(super) static EXTRA_TERMS_FROM: LazyLock<[f64; EXTRA_TERMS]> = LazyLock::new(|| {
+    std::array::from_fn(|d| {
+        // extra_terms_by_bound(lo) <= d < extra_terms_by_bound(hi): at 0
+        // no term, at the largest float every one.
+        let (mut lo, mut hi) = (0.0f64.to_bits(), f64::MAX.to_bits());
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            match extra_terms_by_bound(f64::from_bits(mid)) > d {
+                true => hi = mid,
+                false => lo = mid,
+            }
+        }
+        f64::from_bits(hi)
+    })
+});
+
+/// The terms beyond the leading one until the next one's bound, x e^x
+/// x^d / (d + 1)!, is within `SERIES_TOLERANCE`, at most `EXTRA_TERMS`.
+pub(super) fn extra_terms_by_bound(x: f64) -> usize {
     let mut bound = x * x.exp();
     let mut d = 0;
     while bound > SERIES_TOLERANCE && d < EXTRA_TERMS {

@@ -335,3 +335,22 @@ fn sides_in_the_problems_order_are_the_sorted_sides() {
         }
     }
 }
+
+/// A tail token's extra terms read off the table of thresholds are those
+/// its bound's loop gives: at random x over the tail's reach and past it,
+/// and one float either side of every threshold.
+#[test]
+fn extra_terms_match_their_bound() {
+    use super::polynomials::{EXTRA_TERMS_FROM, extra_terms, extra_terms_by_bound};
+    let mut uniform = uniform_stream();
+    let mut xs: Vec<f64> = (0..20_000).map(|_| 1.5 * uniform()).collect();
+    xs.extend((0..2_000).map(|_| 10f64.powf(-20.0 + 21.0 * uniform())));
+    xs.extend([0.0, 1.0, f64::MIN_POSITIVE, f64::MAX]);
+    for from in EXTRA_TERMS_FROM.iter() {
+        let bits = from.to_bits();
+        xs.extend((bits - 3..=bits + 3).map(f64::from_bits));
+    }
+    for x in xs {
+        assert_eq!(extra_terms(x), extra_terms_by_bound(x), "x = {x:e}");
+    }
+}
