@@ -70,6 +70,13 @@ const MODEL_START_PASSES: usize = 100;
 /// tighter than the program itself, so that the grouped residual does not
 /// decide whether the interpolated start already meets the tolerance.
 const GROUPED_TOLERANCE_SHARE: f64 = 1.0 / 16.0;
+/// The share for the coarsest grouped program, the one that starts from
+/// the model: the whole tolerance. Its solution, interpolated, is off for
+/// the program it starts by the grouping's error, well above that
+/// tolerance, so that its own last Newton iteration, which a 16th would
+/// often take, buys that program nothing (the counts of iterations by
+/// level are in benches/README.md).
+const COARSEST_TOLERANCE_SHARE: f64 = 1.0;
 /// Drafts without replacement: the share of a tail token's most q
 /// (`WithoutReplacement::most_tail_mass`, n q t_max = 1) that a group of
 /// tail tokens holds at most. A group is one token of its total q in the
@@ -431,13 +438,19 @@ fn warm_start<P: Groupable>(
         reach: MAX_STEP_THETA,
     };
     // Solved tighter than the program itself, so that its residual does not
-    // decide whether the interpolated start already meets the tolerance.
+    // decide whether the interpolated start already meets the tolerance;
+    // the coarsest to the whole of it.
     let cap = P::GROUPED_ITERATIONS.min(budget.max_iterations);
+    let coarser_bits = bits.checked_sub(COARSENING);
+    let share = match coarser_bits.is_some() && grouped_p.len() >= GROUPED_START_FROM {
+        true => GROUPED_TOLERANCE_SHARE,
+        false => COARSEST_TOLERANCE_SHARE,
+    };
     let grouped = minimise_from(
         &grouped,
-        bits.checked_sub(COARSENING),
+        coarser_bits,
         &budget
-            .share(GROUPED_TOLERANCE_SHARE)
+            .share(share)
             .with_max_iterations(cap)
             .keeping_at_cap(),
         workspace,
