@@ -72,10 +72,10 @@ const MODEL_START_PASSES: usize = 100;
 const GROUPED_TOLERANCE_SHARE: f64 = 1.0 / 16.0;
 /// The share for the coarsest grouped program, the one that starts from
 /// the model: the whole tolerance. Its solution, interpolated, is off for
-/// the program it starts by the grouping's error, well above that
-/// tolerance, so that its own last Newton iteration, which a 16th would
-/// often take, buys that program nothing (the counts of iterations by
-/// level are in benches/README.md).
+/// the program it starts by the grouping's error, on real rows mostly
+/// well above that tolerance, so that its own last Newton iteration, which
+/// a 16th would often take, buys that program nothing (the counts of
+/// iterations by level are in benches/README.md).
 const COARSEST_TOLERANCE_SHARE: f64 = 1.0;
 /// Drafts without replacement: the share of a tail token's most q
 /// (`WithoutReplacement::most_tail_mass`, n q t_max = 1) that a group of
