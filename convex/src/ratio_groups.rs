@@ -266,8 +266,7 @@ fn minimise_from<P: Groupable>(
     if program.p.is_empty() {
         return program.minimise(Vec::new(), budget, workspace);
     }
-    let warm = bits
-        .filter(|_| program.p.len() >= GROUPED_START_FROM)
+    let warm = grouping_bits(bits, program.p.len())
         .and_then(|bits| warm_start(program, bits, budget, workspace));
     let Some((start, grouped_iterations)) = warm else {
         return minimise_from_model(program, budget, workspace);
@@ -275,6 +274,13 @@ fn minimise_from<P: Groupable>(
     let mut solved = program.minimise_near(start, budget, workspace)?;
     solved.iterations += grouped_iterations;
     Ok(solved)
+}
+
+/// The bits of the groups a program of `size` tokens starts from, with
+/// `bits` left to it: none where it is too small to group (it starts from
+/// the model).
+fn grouping_bits(bits: Option<u32>, size: usize) -> Option<u32> {
+    bits.filter(|_| size >= GROUPED_START_FROM)
 }
 
 /// Minimises `program` from `model_start` (against theta = 0 where the
@@ -442,9 +448,9 @@ fn warm_start<P: Groupable>(
     // the coarsest to the whole of it.
     let cap = P::GROUPED_ITERATIONS.min(budget.max_iterations);
     let coarser_bits = bits.checked_sub(COARSENING);
-    let share = match coarser_bits.is_some() && grouped_p.len() >= GROUPED_START_FROM {
-        true => GROUPED_TOLERANCE_SHARE,
-        false => COARSEST_TOLERANCE_SHARE,
+    let share = match grouping_bits(coarser_bits, grouped_p.len()) {
+        Some(_) => GROUPED_TOLERANCE_SHARE,
+        None => COARSEST_TOLERANCE_SHARE,
     };
     let grouped = minimise_from(
         &grouped,

@@ -183,9 +183,8 @@ impl<'a> WithoutReplacement<'a> {
     pub(super) fn tokens(&self) -> &[(f64, Role)] {
         self.sorted.get_or_init(|| {
             if let Some((order, side)) = self.order {
-                let role = |slot: usize| role(side, order.in_h[slot]);
                 return (order.slots.iter())
-                    .map(|&slot| (order.q[slot], role(slot)))
+                    .map(|&slot| (order.q[slot], role(side, order.in_h[slot])))
                     .collect();
             }
             let selectable = by_ascending_q(self.q.iter().map(|&q| (q, Role::Selectable)));
@@ -208,10 +207,12 @@ impl<'a> WithoutReplacement<'a> {
     pub(super) fn others(&self) -> &[(f64, Role)] {
         self.others_of_whole.unwrap_or_else(|| {
             self.others.get_or_init(|| {
-                if let Some((order, side)) = self.order {
-                    return (order.slots.iter())
-                        .map(|&slot| (order.q[slot], role(side, order.in_h[slot])))
-                        .filter(|&(_, role)| role != Role::Selectable)
+                // In the problem's order, the non-selectable of all the
+                // tokens, which the clock passes read anyway.
+                if self.order.is_some() {
+                    return (self.tokens().iter())
+                        .filter(|&&(_, role)| role != Role::Selectable)
+                        .copied()
                         .collect();
                 }
                 by_ascending_q(
