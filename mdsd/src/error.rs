@@ -44,6 +44,17 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether this is the caller's own stop ([`CoreError::Stopped`], a
+    /// Ctrl-C): it ends a run, and is never a row that failed.
+    pub fn is_stop(&self) -> bool {
+        match self {
+            Error::Invalid { source, .. } => stopped(source),
+            Error::Verify(e) => stopped(e.as_ref()),
+            Error::Solve { source, .. } => stopped(source.as_ref()),
+            _ => false,
+        }
+    }
+
     /// The commands that scale where this error refused an instance, as a
     /// user runs them.
     pub fn instead(&self) -> Vec<&'static str> {
@@ -64,6 +75,24 @@ impl Error {
             })
             .collect()
     }
+}
+
+/// Whether `error` is the caller's stop, itself or as the invalid input
+/// a library error wraps (the convex solver's, or a verifier's).
+fn stopped(error: &(dyn std::error::Error + 'static)) -> bool {
+    let invalid = if let Some(e) = error.downcast_ref::<CoreError>() {
+        Some(e)
+    } else if let Some(e) = error.downcast_ref::<VerifyError>() {
+        match e {
+            VerifyError::Invalid(e) | VerifyError::Convex(ConvexError::Invalid(e)) => Some(e),
+            _ => None,
+        }
+    } else if let Some(ConvexError::Invalid(e)) = error.downcast_ref::<ConvexError>() {
+        Some(e)
+    } else {
+        None
+    };
+    matches!(invalid, Some(CoreError::Stopped))
 }
 
 /// The library errors a solve can end in, as the command line reports them.

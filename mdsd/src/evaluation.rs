@@ -4,7 +4,8 @@
 //! on every row of an [`Input`] (a window at a time where the file
 //! streams) or of rows in memory. A row that fails at some stage is
 //! recorded with its stage and error and its values are NaN, unless the
-//! request is strict.
+//! request is strict. A stop ([`Progress`]), asked for before each window
+//! and each row's problem, ends the evaluation with [`Error::is_stop`].
 
 use std::sync::{Mutex, PoisonError};
 
@@ -16,7 +17,7 @@ use crate::core::{Progress, Side};
 use crate::error::{Error, SolveError};
 use crate::input::{Input, InputReport};
 use crate::logits::{Backend, Layout, LogitsError, Matrix, Pairs, RowSelection, builtin_sample};
-use crate::verify::VerifierKind;
+use crate::verify::{VerifierKind, VerifyError};
 use crate::{ConvexSolver, Distribution, DraftScheme, Problem, SchemeKind};
 
 /// What to evaluate on every row.
@@ -127,9 +128,9 @@ impl Evaluation {
 /// none), a window of about `WINDOW_BYTES` at a time: read from the file
 /// where it streams, cut from memory otherwise. `progress` counts rows
 /// when streamed, draws otherwise (the run starts it with its total), and
-/// is asked before each window, and each task of sampled draws, whether
-/// to stop. A file of top-k entries only is refused with
-/// `LogitsError::TopKOnly`.
+/// is asked before each window, each row's problem and each task of
+/// sampled draws whether to stop. A file of top-k entries only is refused
+/// with `LogitsError::TopKOnly`.
 pub fn evaluate(
     input: &Input,
     request: &EvalRequest,
@@ -288,9 +289,7 @@ fn evaluate_windows(
         .max(rayon::current_num_threads());
     let mut results: Option<(Vec<SchemeResult>, Vec<VerifierResult>)> = None;
     for start in (0..rows).step_by(size) {
-        progress
-            .check_stop()
-            .map_err(crate::verify::VerifyError::from)?;
+        progress.check_stop().map_err(VerifyError::from)?;
         let end = rows.min(start + size);
         let pairs = window(start..end)?;
         check_draft_laws(&pairs, input, request)?;
@@ -326,7 +325,8 @@ pub struct Failure {
 }
 
 /// Rows that fail: when strict the first ends the evaluation; otherwise
-/// each is recorded and its values are NaN, which the means leave out.
+/// each is recorded and its values are NaN, which the means leave out. A
+/// stop is no failure: it ends the evaluation, strict or not.
 struct Failures {
     strict: bool,
     /// The number of the first row selected, for the rows recorded.
@@ -354,7 +354,7 @@ impl Failures {
         for (r, row) in rows.into_iter().enumerate() {
             match row {
                 Ok(row) => values.push(row),
-                Err(e) if self.strict => return Err(e),
+                Err(e) if self.strict || e.is_stop() => return Err(e),
                 Err(e) => {
                     // The row is recorded here: a batch error's own row
                     // number (0 of a one-row batch) would mislead.
@@ -394,7 +394,7 @@ impl Failures {
     ) -> Result<Matrix, Error> {
         match batch {
             Ok(matrix) => Ok(matrix),
-            Err(e) if self.strict => Err(e),
+            Err(e) if self.strict || e.is_stop() => Err(e),
             // Row by row in turn: the backend batches, and need not be Sync.
             Err(_) => self.gather(stage, width, (0..rows).map(one).collect()),
         }
@@ -619,7 +619,14 @@ fn evaluate_window(
                 _ => failures.gather(
                     scheme.name(),
                     request.ns.len(),
-                    alpha_by_rows(scheme, data, &request.ns, &convex, failures.first_row),
+                    alpha_by_rows(
+                        scheme,
+                        data,
+                        &request.ns,
+                        &convex,
+                        progress,
+                        failures.first_row,
+                    ),
                 )?,
             };
             progress.advance(request.samples);
@@ -729,11 +736,13 @@ impl Rows<'_> {
 /// independent drafts, which have no closed form at large V, by the upper
 /// end of the convex solver's certified interval (`docs/DESIGN.md` §6b),
 /// p(H) + 1 - q_1(H) ... q_n(H) for the H its solution reads off.
+/// `progress` is asked before each row's problem whether to stop.
 fn alpha_by_rows(
     scheme: SchemeKind,
     data: Rows,
     ns: &[usize],
     convex: &ConvexSolver,
+    progress: &dyn Progress,
     first_row: usize,
 ) -> Vec<Result<Vec<f64>, Error>> {
     (0..data.target.rows())
@@ -742,6 +751,7 @@ fn alpha_by_rows(
             let row = first_row + r;
             ns.iter()
                 .map(|&n| {
+                    progress.check_stop().map_err(VerifyError::from)?;
                     let n = scheme.fixed_n().unwrap_or(n);
                     let problem = data.problem(r, scheme, n, row)?;
                     match scheme {
@@ -766,7 +776,9 @@ fn alpha_by_rows(
 
 /// A verifier's acceptance on every row and n: exact from its closed form
 /// when it has one ([`VerifierKind::exact_acceptance`]), else the sampled
-/// harness's estimate.
+/// harness's estimate. `progress` is asked before each row's problem
+/// whether to stop: one problem (an optimal-convex solve at a large
+/// vocabulary) is the longest a stop waits.
 fn rate_verifier(
     kind: VerifierKind,
     scheme: SchemeKind,
@@ -785,6 +797,7 @@ fn rate_verifier(
                 .ns
                 .iter()
                 .map(|&n| {
+                    progress.check_stop().map_err(VerifyError::from)?;
                     let problem = data.problem(r, scheme, n, row)?;
                     let rating = kind.rate(
                         &problem,
