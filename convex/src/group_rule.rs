@@ -35,7 +35,7 @@
 use crate::budget::Budget;
 use crate::error::ConvexError;
 use crate::newton::{Program, Solved, Stop};
-use crate::numeric::join_from;
+use crate::numeric::{SUM_CHUNK, chunk_sum, join_from};
 use crate::potential::iid::Selectable;
 use crate::ratio_groups::{self, Groupable, RATIO_CEILING, RATIO_FLOOR, SHRINK};
 use crate::thresholds::{GROUPED_START_FROM, TOKENS_PER_TASK};
@@ -80,6 +80,9 @@ pub(crate) struct BothSides {
     pub theta: Vec<f64>,
     pub marginal: Vec<f64>,
     pub solved: [Option<(usize, bool)>; 2],
+    /// The acceptance Σ min(p, r) where both sides have their rule (the
+    /// bits of `SelectionRule::acceptance`), else `None`.
+    pub acceptance: Option<f64>,
 }
 
 /// Both sides of an i.i.d. problem, each by a rule constant on its groups
@@ -107,6 +110,7 @@ pub(crate) fn both_sides(
                 theta: vec![0.0; p.len()],
                 marginal: vec![0.0; p.len()],
                 solved: [None, None],
+                acceptance: None,
             };
         }
     };
@@ -134,12 +138,20 @@ pub(crate) fn both_sides(
     let per_group = groups.per_group([outer.as_ref(), inner.as_ref()]);
     let (mut theta, mut marginal) = (Vec::new(), Vec::new());
     let side_of = |y: usize| usize::from(in_h[y]);
-    groups.write(&cells, q, side_of, &per_group, (&mut theta, &mut marginal));
+    let acceptance = groups.write(
+        &cells,
+        (q, p),
+        side_of,
+        &per_group,
+        (&mut theta, &mut marginal),
+    );
     cells.give(workspace);
+    let solved = [outer, inner].map(|rule| rule.map(|rule| (rule.iterations, rule.out_of_time)));
     BothSides {
         theta,
         marginal,
-        solved: [outer, inner].map(|rule| rule.map(|rule| (rule.iterations, rule.out_of_time))),
+        acceptance: solved.iter().all(Option::is_some).then_some(acceptance),
+        solved,
     }
 }
 
@@ -409,22 +421,81 @@ impl Groups {
 
     /// Writes each token's theta and r = q_y r_g / q_g from its group
     /// (`per_group`), by its cell in `cells` and its side `side_of(y)`,
-    /// into the empty `theta` and `marginal`.
+    /// into `theta` and `marginal` (emptied first), and returns the
+    /// acceptance of that r against p, Σ min(p, r), summed in the same
+    /// pass while r is in cache (a pass of its own would read r and p
+    /// again). Fixed pieces of tokens on the pool, each a plain loop over
+    /// memory not zeroed first (a fill would be a serial pass of its own,
+    /// and a closure per token kept the writes from their loop); the sum
+    /// in the chunks of `sum_of_pairs`, added in the order that function
+    /// adds them: the bits of `SelectionRule::acceptance`, on any pool.
     fn write(
         &self,
         cells: &Cells,
-        q: &[f64],
+        (q, p): (&[f64], &[f64]),
         side_of: impl Fn(usize) -> usize + Sync,
         (group_theta, per_q): &(Vec<f64>, Vec<f64>),
         (theta, marginal): (&mut Vec<f64>, &mut Vec<f64>),
-    ) {
-        (cells.of_token.par_iter().zip(q.par_iter()).enumerate())
-            .with_min_len(TOKENS_PER_TASK)
-            .map(|(y, (&cell, &qy))| {
-                let group = self.of_token(y, cell, side_of(y));
-                (group_theta[group], qy * per_q[group])
+    ) -> f64 {
+        const { assert!(TOKENS_PER_TASK % SUM_CHUNK == 0) };
+        // Per cell and side, its group's theta and r / q: one load where
+        // the group's index and then its values were two.
+        let by_cell: Vec<[f64; 2]> = (self.index.iter())
+            .map(|&g| match g {
+                u32::MAX => [0.0; 2],
+                g => [group_theta[g as usize], per_q[g as usize]],
             })
-            .unzip_into_vecs(theta, marginal);
+            .collect();
+        let tokens = q.len();
+        for vector in [&mut *theta, &mut *marginal] {
+            vector.clear();
+            vector.reserve_exact(tokens);
+        }
+        let (theta_out, marginal_out) = (
+            &mut theta.spare_capacity_mut()[..tokens],
+            &mut marginal.spare_capacity_mut()[..tokens],
+        );
+        let pieces = (theta_out.par_chunks_mut(TOKENS_PER_TASK))
+            .zip(marginal_out.par_chunks_mut(TOKENS_PER_TASK))
+            .enumerate()
+            .map(|(k, (theta, marginal))| {
+                let first = k * TOKENS_PER_TASK;
+                let chunks = (theta.chunks_mut(SUM_CHUNK))
+                    .zip(marginal.chunks_mut(SUM_CHUNK))
+                    .enumerate();
+                let sums = chunks.map(|(c, (theta, marginal))| {
+                    let start = first + c * SUM_CHUNK;
+                    let of_token = &cells.of_token[start..start + theta.len()];
+                    let terms = (theta.iter_mut().zip(marginal.iter_mut()))
+                        .zip(of_token.iter().zip(&q[start..]).zip(&p[start..]))
+                        .enumerate()
+                        .map(|(i, ((t, r), ((&cell, &qy), &py)))| {
+                            let y = start + i;
+                            let side = side_of(y);
+                            let [group_t, group_per_q] = if cell == self.own_cell {
+                                let group = self.of_token(y, cell, side);
+                                [group_theta[group], per_q[group]]
+                            } else {
+                                by_cell[2 * cell as usize + side]
+                            };
+                            let ry = qy * group_per_q;
+                            t.write(group_t);
+                            r.write(ry);
+                            if py < ry { py } else { ry }
+                        });
+                    chunk_sum(terms)
+                });
+                sums.collect::<Vec<f64>>()
+            })
+            .collect::<Vec<_>>();
+        // SAFETY: the pieces above cover the first `tokens` entries of
+        // both vectors' capacity (reserved above), and each piece wrote
+        // every entry of its chunks.
+        unsafe {
+            theta.set_len(tokens);
+            marginal.set_len(tokens);
+        }
+        pieces.into_iter().flatten().sum()
     }
 
     /// The group of token y, of cell `cell`, on `side`.
@@ -500,7 +571,13 @@ fn constant_on_groups(
     };
     let per_group = groups.per_group(rules);
     let (mut theta, mut marginal) = (workspace.take(p.len()), workspace.take(p.len()));
-    groups.write(&cells, q, |_| side, &per_group, (&mut theta, &mut marginal));
+    groups.write(
+        &cells,
+        (q, p),
+        |_| side,
+        &per_group,
+        (&mut theta, &mut marginal),
+    );
     cells.give(workspace);
     let (iterations, out_of_time) = (solved.iterations, solved.out_of_time);
     for vector in [solved.theta, solved.marginal] {
@@ -518,6 +595,7 @@ fn constant_on_groups(
 mod tests {
     use super::*;
     use crate::newton::Potential;
+    use crate::numeric::sum_of_pairs;
 
     /// Softmax of quasi-random logits (golden-ratio sequences) spread over
     /// 14 nats: `v` tokens, the draft's and a target within 3 nats of it.
@@ -685,6 +763,15 @@ mod tests {
                 let mut workspace = Workspace::new();
                 let cells = coarse_cells(p, q, &mut workspace);
                 let both = both_sides(cells, (p, q), &in_h, outer.2, n, &budget, &mut workspace);
+                // The acceptance of the write pass is the rule's own, bit
+                // for bit, where both sides are grouped.
+                let own = sum_of_pairs(p, &both.marginal, |p, r| if p < r { p } else { r });
+                let grouped = both.solved.iter().all(Option::is_some);
+                assert_eq!(
+                    both.acceptance.map(f64::to_bits),
+                    grouped.then_some(own.to_bits()),
+                    "row {row}, n {n}"
+                );
                 for (index, (side_q, side_p, base, stop)) in
                     [(OUTER, outer.clone()), (INNER, inner.clone())]
                 {
@@ -732,6 +819,42 @@ mod tests {
             }
         }
         assert!(taken >= 8, "{taken} sides taken");
+    }
+
+    /// Both sides' rule and its acceptance, written in pieces on the pool,
+    /// are the same bits on a pool of 1, 2 and 3 threads (a real row,
+    /// both of whose sides are grouped).
+    #[test]
+    fn the_written_rule_does_not_depend_on_the_pool() {
+        let (target, draft) = mdsd_benches::real_rows().swap_remove(0);
+        let (p, q) = (target.probs().to_vec(), draft.probs().to_vec());
+        let n = 4;
+        let [outer, _] = sides(&p, &q, n);
+        let bound =
+            mdsd_bounds::optimal_acceptance_iid(&target, &draft, n, Default::default()).unwrap();
+        let mut in_h = vec![false; p.len()];
+        bound.certificate.iter().for_each(|&y| in_h[y] = true);
+        let budget = Budget::default();
+        let written: Vec<(Vec<u64>, Option<u64>)> = [1, 2, 3]
+            .map(|threads| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                pool.install(|| {
+                    let mut workspace = Workspace::new();
+                    let cells = coarse_cells(&p, &q, &mut workspace);
+                    let both =
+                        both_sides(cells, (&p, &q), &in_h, outer.2, n, &budget, &mut workspace);
+                    let bits = (both.theta.iter().chain(&both.marginal))
+                        .map(|x| x.to_bits())
+                        .collect();
+                    (bits, both.acceptance.map(f64::to_bits))
+                })
+            })
+            .into();
+        assert!(written[0].1.is_some(), "both sides grouped");
+        assert!(written.iter().all(|w| *w == written[0]));
     }
 
     /// The groups of both sides from a certificate that is no set of

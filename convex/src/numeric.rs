@@ -59,17 +59,26 @@ pub(crate) fn sum_where(x: &[f64], mask: &[f64], keep: impl Fn(f64) -> bool) -> 
 /// `Σ term(x_i, y_i)`, in the running sums of [`sum_where`].
 #[inline]
 pub(crate) fn sum_of_pairs(x: &[f64], y: &[f64], term: impl Fn(f64, f64) -> f64) -> f64 {
-    const CHUNK: usize = 256;
-    x.chunks(CHUNK)
-        .zip(y.chunks(CHUNK))
-        .map(|(x, y)| {
-            let mut lanes = [0.0; 4];
-            for (i, (&x, &y)) in x.iter().zip(y).enumerate() {
-                lanes[i % 4] += term(x, y);
-            }
-            lanes.iter().sum::<f64>()
-        })
+    (x.chunks(SUM_CHUNK).zip(y.chunks(SUM_CHUNK)))
+        .map(|(x, y)| chunk_sum(x.iter().zip(y).map(|(&x, &y)| term(x, y))))
         .sum()
+}
+
+/// Entries per chunk of [`sum_of_pairs`]: work split at multiples of it
+/// whose chunks' sums ([`chunk_sum`]) are added in order has the bits of
+/// one call over the whole.
+pub(crate) const SUM_CHUNK: usize = 256;
+
+/// The sum of one chunk's `terms` (at most [`SUM_CHUNK`], in order), in
+/// the four running sums of [`sum_of_pairs`]: a pass that makes its terms
+/// as it goes sums them as that function would.
+#[inline]
+pub(crate) fn chunk_sum(terms: impl Iterator<Item = f64>) -> f64 {
+    let mut lanes = [0.0; 4];
+    for (i, term) in terms.enumerate() {
+        lanes[i % 4] += term;
+    }
+    lanes.iter().sum::<f64>()
 }
 
 /// The least of x (+inf for none), in eight running minima by a select:

@@ -98,6 +98,7 @@ fn solve_on_support(
         mut theta,
         mut marginal,
         solved,
+        acceptance,
     } = group_rule::both_sides(cells, (p, q), &in_h, q_h, n, &budget.share(0.5), workspace);
     let (mut iterations, mut out_of_time) = (0, false);
     for (side, solved) in [Side::Outer, Side::Inner].into_iter().zip(solved) {
@@ -150,12 +151,13 @@ fn solve_on_support(
         inner_none: 0.0,
         counting: Counting::PerDraft,
     };
+    let acceptance = acceptance.unwrap_or_else(|| rule.acceptance(p));
     Ok(solution(
         budget,
         rule,
         (bound.alpha_star, inner),
         (iterations, out_of_time),
-        p,
+        acceptance,
     ))
 }
 

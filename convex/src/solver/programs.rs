@@ -94,25 +94,26 @@ pub(super) fn assemble(
         counting: Counting::PerDraft,
     }
     .rule(workspace);
+    let acceptance = rule.acceptance(sides.p);
     solution(
         budget,
         rule,
         (alpha_star, sides.inner.0),
         (iterations, out_of_time),
-        sides.p,
+        acceptance,
     )
 }
 
-/// The solution of `rule` on the support, where p is `p`: its summary
-/// with `alpha_star` and H (`certificate`, slots of the support, ascending),
-/// the Newton iterations of both programs and whether the time limit
-/// stopped either.
+/// The solution of `rule` on the support, of `acceptance` against p
+/// ([`SelectionRule::acceptance`]): its summary with `alpha_star` and H
+/// (`certificate`, slots of the support, ascending), the Newton iterations
+/// of both programs and whether the time limit stopped either.
 pub(super) fn solution(
     budget: &Budget,
     rule: SelectionRule,
     (alpha_star, mut certificate): (f64, Vec<usize>),
     (iterations, out_of_time): (usize, bool),
-    p: &[f64],
+    acceptance: f64,
 ) -> ConvexSolution {
     let status = if out_of_time {
         Status::TimeLimit
@@ -127,7 +128,7 @@ pub(super) fn solution(
     }
     let summary = Summary {
         alpha_star,
-        acceptance: rule.acceptance(p),
+        acceptance,
         certificate,
         status,
         iterations,
