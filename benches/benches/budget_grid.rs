@@ -12,13 +12,17 @@
 //! interval), and how many solves converged before their budget ran out.
 //! Then the cost of the full solve against the closed form of the same
 //! scheme on the same rows (alpha* and H*, `optimal_acceptance`), the two
-//! run alternately row by row; independent drafts, which have no closed
-//! form, against the i.i.d. solve of the same rows.
+//! run alternately row by row, `GRID_REPEATS` times each (one by
+//! default, as a decoding loop solves each row once), each row's median
+//! time kept: a repeat finds the row in cache and the allocator's pages
+//! mapped, which the closed form gains most from (`benches/README.md`).
+//! Independent drafts, which have no closed form, against the i.i.d.
+//! solve of the same rows.
 //!
 //! One solve per row and cell is the measurement. Uses the 64 rows of
 //! `../shared/data` when present, else the repository's 8. Narrow it with
 //! `GRID_SCHEMES=iid GRID_K=100 GRID_N=4 GRID_ROWS=8 GRID_BUDGETS_MS=0,1,none
-//! GRID_DRAWS=20000`.
+//! GRID_DRAWS=20000 GRID_REPEATS=5`.
 //!
 //! `cargo bench -p mdsd-benches --bench budget_grid`
 
@@ -50,6 +54,12 @@ fn time_limit(name: &str) -> Option<Duration> {
 
 fn ms(time: Duration, count: usize) -> f64 {
     time.as_secs_f64() * 1e3 / count as f64
+}
+
+/// The median of `times` (the upper one of an even count).
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
 }
 
 fn main() {
@@ -122,7 +132,12 @@ fn main() {
         }
     }
 
+    let repeats = parsed::<usize>("GRID_REPEATS", "1")[0];
+    assert!(repeats >= 1, "GRID_REPEATS: {repeats}: at least 1");
     println!("\nThe full solve against the closed form, alternately row by row:\n");
+    if repeats > 1 {
+        println!("(each row's median of {repeats} alternations)\n");
+    }
     println!("| scheme | k | n | baseline | baseline ms | full solve ms | ratio |");
     println!("|---|---|---|---|---|---|---|");
     let solver = ConvexSolver::default();
@@ -132,20 +147,25 @@ fn main() {
                 let (mut baseline, mut full) = (Duration::ZERO, Duration::ZERO);
                 for (p, q) in &rows {
                     let problem = grid_problem(p, q, scheme, k, n);
-                    let start = Instant::now();
-                    match scheme {
-                        SchemeKind::Independent => {
-                            let iid = grid_problem(p, q, SchemeKind::Iid, k, n);
-                            std::hint::black_box(solver.solve(&iid).unwrap());
+                    let iid = grid_problem(p, q, SchemeKind::Iid, k, n);
+                    let (mut baselines, mut fulls) = (Vec::new(), Vec::new());
+                    for _ in 0..repeats {
+                        let start = Instant::now();
+                        match scheme {
+                            SchemeKind::Independent => {
+                                std::hint::black_box(solver.solve(&iid).unwrap());
+                            }
+                            _ => {
+                                std::hint::black_box(optimal_acceptance(&problem).unwrap());
+                            }
                         }
-                        _ => {
-                            std::hint::black_box(optimal_acceptance(&problem).unwrap());
-                        }
+                        baselines.push(start.elapsed());
+                        let start = Instant::now();
+                        std::hint::black_box(solver.solve(&problem).ok());
+                        fulls.push(start.elapsed());
                     }
-                    baseline += start.elapsed();
-                    let start = Instant::now();
-                    std::hint::black_box(solver.solve(&problem).ok());
-                    full += start.elapsed();
+                    baseline += median(baselines);
+                    full += median(fulls);
                 }
                 let name = match scheme {
                     SchemeKind::Independent => "iid solve",
