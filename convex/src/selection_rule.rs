@@ -1,6 +1,8 @@
 //! The solved selection rule of both methods: which draft is selected,
 //! given the drafts, before single-draft speculative sampling of it.
 
+use std::borrow::Cow;
+
 use crate::newton::Solved;
 use crate::numeric::sum_of_pairs;
 use crate::workspace::Workspace;
@@ -127,16 +129,17 @@ impl SelectionRule {
         law
     }
 
-    /// r on the whole vocabulary.
-    pub fn selected_law(&self) -> Vec<f64> {
+    /// r on the whole vocabulary: the rule's own where it holds every
+    /// token, else made from it (zero off its tokens).
+    pub fn selected_law(&self) -> Cow<'_, [f64]> {
         match &self.tokens {
-            Support::Vocabulary(_) => self.selected.clone(),
+            Support::Vocabulary(_) => Cow::Borrowed(&self.selected),
             Support::Tokens(tokens) => {
                 let mut law = vec![0.0; self.vocabulary];
                 for (&y, &r) in tokens.iter().zip(&self.selected) {
                     law[y] = r;
                 }
-                law
+                Cow::Owned(law)
             }
         }
     }

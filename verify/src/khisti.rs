@@ -45,8 +45,10 @@ pub const KHISTI_MAX_TRUNCATION: usize = 15;
 /// Khisti et al.'s importance-sampling verifier (name `khisti`), for i.i.d.
 /// or independent drafts.
 pub struct Khisti {
-    /// p, r (the law of the tournament's winner) and the residual.
+    /// p and the residual.
     verification: Verification,
+    /// r, the law of the tournament's winner.
+    winner: Vec<f64>,
     /// q_i for each draft position (to reject impossible drafts).
     laws: Vec<Vec<f64>>,
     rule: Rule,
@@ -130,7 +132,8 @@ impl Khisti {
             winner = next;
         }
         Ok(Self {
-            verification: Verification::new(p, winner),
+            verification: Verification::new(p),
+            winner,
             laws,
             rule,
             duels,
@@ -139,14 +142,14 @@ impl Khisti {
 
     /// r, the law of the selected token (before speculative sampling).
     pub fn selected_law(&self) -> &[f64] {
-        &self.verification.r
+        &self.winner
     }
 
     /// Σ min(p, r): the acceptance of the selected token. The verifier's
     /// acceptance is at least this (a residual draw may land on another
     /// draft), and equals alpha* for two drafts when T holds every draft token.
     pub fn selected_acceptance(&self) -> f64 {
-        let Verification { p, r, .. } = &self.verification;
+        let (p, r) = (&self.verification.p, &self.winner);
         p.iter().zip(r).map(|(a, b)| a.min(*b)).sum()
     }
 
@@ -194,6 +197,10 @@ impl Selecting for Khisti {
             }
         }
         Ok(Some(winner))
+    }
+
+    fn selected_law(&self) -> &[f64] {
+        &self.winner
     }
 
     fn verification(&self) -> &Verification {

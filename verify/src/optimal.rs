@@ -2,6 +2,7 @@
 //! drafts, drafts without replacement and from different models, and the optimal plan of
 //! mdsd-flow for any scheme at small vocabularies.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use mdsd_convex::{ConvexSolution, ConvexSolver};
@@ -22,8 +23,11 @@ use crate::{OutputLaw, Verifier, VerifierKind, VerifyError, sample_rows};
 /// tolerance (independent drafts: within the interval it certifies).
 pub struct OptimalConvex {
     solution: ConvexSolution,
-    /// p, r on the vocabulary, and the residual.
+    /// p and the residual.
     verification: Verification,
+    /// r on the vocabulary where the rule holds fewer tokens (a truncated
+    /// draft); at a full support r is the rule's own, not copied.
+    expanded: Option<Vec<f64>>,
     /// The draft scheme, whose laws reject impossible drafts: one law
     /// for every position of i.i.d. drafts and drafts without replacement,
     /// held once.
@@ -40,11 +44,15 @@ impl OptimalConvex {
     /// as they are: at a full vocabulary each is a vector of its size.
     pub fn from_solution(problem: Problem, solution: ConvexSolution) -> Self {
         let (target, drafts) = problem.into_parts();
-        let verification = Verification::new(target.into_probs(), solution.rule.selected_law());
+        let expanded = match solution.rule.selected_law() {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(law) => Some(law),
+        };
         Self {
             drafts,
             solution,
-            verification,
+            verification: Verification::new(target.into_probs()),
+            expanded,
         }
     }
 
@@ -62,6 +70,13 @@ impl Selecting for OptimalConvex {
             return Err(VerifyError::ImpossibleDrafts(drafts.to_vec()));
         }
         Ok(self.solution.rule.selection(drafts))
+    }
+
+    fn selected_law(&self) -> &[f64] {
+        match &self.expanded {
+            Some(law) => law,
+            None => &self.solution.rule.selected,
+        }
     }
 
     fn verification(&self) -> &Verification {
@@ -231,6 +246,35 @@ mod tests {
 
     use super::OptimalConvex;
     use crate::{Verifier, VerifierKind, VerifyError, exact};
+
+    /// The second step reads the rule's own r where the rule holds every
+    /// token (no copy of the vocabulary's size), and r on the vocabulary,
+    /// zero off the rule's tokens, where the draft leaves some out.
+    #[test]
+    fn the_second_step_reads_the_rules_own_r() {
+        use crate::selecting::Selecting;
+        use mdsd_convex::Support;
+        let law = |x: &[f64]| Distribution::from_probs(x.to_vec()).unwrap();
+        let p = law(&[0.1, 0.2, 0.3, 0.4]);
+        for q in [[0.4, 0.3, 0.2, 0.1], [0.5, 0.0, 0.5, 0.0]] {
+            let problem = Problem::new(p.clone(), DraftScheme::iid(law(&q), 2).unwrap()).unwrap();
+            let verifier = OptimalConvex::new(&problem, &ConvexSolver::default()).unwrap();
+            let rule = &verifier.solution().rule;
+            let r = verifier.selected_law();
+            assert_eq!(r.len(), 4);
+            // The rule holds the draft's support.
+            assert_eq!(matches!(rule.tokens, Support::Tokens(_)), q.contains(&0.0));
+            match &rule.tokens {
+                Support::Vocabulary(_) => assert_eq!(r.as_ptr(), rule.selected.as_ptr()),
+                Support::Tokens(tokens) => {
+                    assert_eq!(tokens, &[0, 2]);
+                    let on_tokens: Vec<f64> = tokens.iter().map(|&y| r[y]).collect();
+                    assert_eq!(on_tokens, rule.selected);
+                    assert_eq!((r[1], r[3]), (0.0, 0.0));
+                }
+            }
+        }
+    }
 
     /// A draft of probability 0 at its own position is refused, by the
     /// law of that position: each draft's own for independent drafts, q

@@ -32,40 +32,44 @@ pub(crate) trait Selecting {
         Ok((!law.is_empty()).then(|| law[sample_index(&weights, rng)].0))
     }
 
-    /// p, r and the residual the second step verifies against.
+    /// r, the selected token's law on the vocabulary: the verifier's
+    /// own, always the same (the optimal rule's r is the solution's, not
+    /// a copy of it).
+    fn selected_law(&self) -> &[f64];
+
+    /// p and the residual the second step verifies against.
     fn verification(&self) -> &Verification;
 }
 
-/// What the second step needs: the target p, the selected token's law r,
-/// and (p - r)+ renormalised with its sampler, made on first use: a
-/// verifier prepared for one step of a decoding loop draws from the
-/// residual only when it rejects, and the law and its sampler are two
-/// passes and three vectors of the vocabulary's size.
+/// What the second step needs besides r: the target p, and (p - r)+
+/// renormalised with its sampler, made on first use: a verifier prepared
+/// for one step of a decoding loop draws from the residual only when it
+/// rejects, and the law and its sampler are two passes and three vectors
+/// of the vocabulary's size.
 pub(crate) struct Verification {
     pub(crate) p: Vec<f64>,
-    pub(crate) r: Vec<f64>,
     rest: OnceLock<Rest>,
 }
 
 impl Verification {
-    pub(crate) fn new(p: Vec<f64>, r: Vec<f64>) -> Self {
+    pub(crate) fn new(p: Vec<f64>) -> Self {
         Self {
             p,
-            r,
             rest: OnceLock::new(),
         }
     }
 
-    /// (p - r)+ renormalised, with its sampler.
-    pub(crate) fn rest(&self) -> &Rest {
-        self.rest
-            .get_or_init(|| Rest::new(residual(&self.p, &self.r)))
+    /// (p - r)+ renormalised, with its sampler, made from the first `r`
+    /// asked with: a verifier asks with its one r
+    /// ([`Selecting::selected_law`]).
+    fn rest(&self, r: &[f64]) -> &Rest {
+        self.rest.get_or_init(|| Rest::new(residual(&self.p, r)))
     }
 }
 
 pub(crate) fn law(verifier: &impl Selecting, drafts: &[usize]) -> Result<OutputLaw, VerifyError> {
     let verification = verifier.verification();
-    let (p, r) = (&verification.p, &verification.r);
+    let (p, r) = (&verification.p, verifier.selected_law());
     let mut points = Vec::with_capacity(drafts.len());
     let selection = verifier.selection(drafts)?;
     // An empty selection (drafts a rule holds no weight for: a draft whose
@@ -77,7 +81,7 @@ pub(crate) fn law(verifier: &impl Selecting, drafts: &[usize]) -> Result<OutputL
         points.push((x, prob * a));
         rejected += prob * (1.0 - a);
     }
-    Ok(mix(&points, rejected, &verification.rest().law))
+    Ok(mix(&points, rejected, &verification.rest(r).law))
 }
 
 /// O(n + log V) per draw when `select` is O(n): one selection, one
@@ -88,11 +92,11 @@ pub(crate) fn sample(
     rng: &mut dyn RngCore,
 ) -> Result<usize, VerifyError> {
     let selected = verifier.select(drafts, rng)?;
-    let verification = verifier.verification();
+    let (verification, r) = (verifier.verification(), verifier.selected_law());
     if let Some(selected) = selected
-        && rng.random::<f64>() < accept_prob(&verification.p, &verification.r, selected)
+        && rng.random::<f64>() < accept_prob(&verification.p, r, selected)
     {
         return Ok(selected);
     }
-    Ok(verification.rest().sampler.sample(rng))
+    Ok(verification.rest(r).sampler.sample(rng))
 }
