@@ -38,6 +38,7 @@ use crate::newton::{Program, Solved, Stop};
 use crate::numeric::{SUM_CHUNK, chunk_sum, join_from};
 use crate::potential::iid::Selectable;
 use crate::ratio_groups::{self, Groupable, RATIO_CEILING, RATIO_FLOOR, SHRINK};
+use crate::selection_rule::accepted;
 use crate::thresholds::{GROUPED_START_FROM, TOKENS_PER_TASK};
 use crate::workspace::Workspace;
 use rayon::prelude::*;
@@ -481,7 +482,7 @@ impl Groups {
                             let ry = qy * group_per_q;
                             t.write(group_t);
                             r.write(ry);
-                            if py < ry { py } else { ry }
+                            accepted(py, ry)
                         });
                     chunk_sum(terms)
                 });
@@ -614,10 +615,8 @@ mod tests {
         (p, q)
     }
 
-    /// The outer and inner programs of an i.i.d. problem (H* of the
-    /// closed form), as the solver makes them: each side's q, p, base and
-    /// bounds.
-    fn sides(p: &[f64], q: &[f64], n: usize) -> [(Vec<f64>, Vec<f64>, f64, Stop); 2] {
+    /// Whether each token is in H* of the closed form for n i.i.d. drafts.
+    fn in_certificate(p: &[f64], q: &[f64], n: usize) -> Vec<bool> {
         let (target, draft) = (
             mdsd_core::Distribution::from_probs(p.to_vec()).unwrap(),
             mdsd_core::Distribution::from_probs(q.to_vec()).unwrap(),
@@ -626,6 +625,14 @@ mod tests {
             mdsd_bounds::optimal_acceptance_iid(&target, &draft, n, Default::default()).unwrap();
         let mut in_h = vec![false; p.len()];
         bound.certificate.iter().for_each(|&y| in_h[y] = true);
+        in_h
+    }
+
+    /// The outer and inner programs of an i.i.d. problem (H* of the
+    /// closed form), as the solver makes them: each side's q, p, base and
+    /// bounds.
+    fn sides(p: &[f64], q: &[f64], n: usize) -> [(Vec<f64>, Vec<f64>, f64, Stop); 2] {
+        let in_h = in_certificate(p, q, n);
         let side = |inside: bool| -> (Vec<f64>, Vec<f64>) {
             (0..p.len())
                 .filter(|&y| in_h[y] == inside)
@@ -753,19 +760,13 @@ mod tests {
         for (row, (p, q)) in rows.iter().enumerate() {
             for n in [2, 4, 8, 32] {
                 let [outer, inner] = sides(p, q, n);
-                let target = mdsd_core::Distribution::from_probs(p.to_vec()).unwrap();
-                let draft = mdsd_core::Distribution::from_probs(q.to_vec()).unwrap();
-                let bound =
-                    mdsd_bounds::optimal_acceptance_iid(&target, &draft, n, Default::default())
-                        .unwrap();
-                let mut in_h = vec![false; p.len()];
-                bound.certificate.iter().for_each(|&y| in_h[y] = true);
+                let in_h = in_certificate(p, q, n);
                 let mut workspace = Workspace::new();
                 let cells = coarse_cells(p, q, &mut workspace);
                 let both = both_sides(cells, (p, q), &in_h, outer.2, n, &budget, &mut workspace);
                 // The acceptance of the write pass is the rule's own, bit
                 // for bit, where both sides are grouped.
-                let own = sum_of_pairs(p, &both.marginal, |p, r| if p < r { p } else { r });
+                let own = sum_of_pairs(p, &both.marginal, accepted);
                 let grouped = both.solved.iter().all(Option::is_some);
                 assert_eq!(
                     both.acceptance.map(f64::to_bits),
@@ -830,10 +831,7 @@ mod tests {
         let (p, q) = (target.probs().to_vec(), draft.probs().to_vec());
         let n = 4;
         let [outer, _] = sides(&p, &q, n);
-        let bound =
-            mdsd_bounds::optimal_acceptance_iid(&target, &draft, n, Default::default()).unwrap();
-        let mut in_h = vec![false; p.len()];
-        bound.certificate.iter().for_each(|&y| in_h[y] = true);
+        let in_h = in_certificate(&p, &q, n);
         let budget = Budget::default();
         let written: Vec<(Vec<u64>, Option<u64>)> = [1, 2, 3]
             .map(|threads| {

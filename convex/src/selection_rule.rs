@@ -147,10 +147,16 @@ impl SelectionRule {
     /// The acceptance of the selected token against p (on `tokens`, in
     /// their order): Σ min(p, r).
     pub(crate) fn acceptance(&self, p: &[f64]) -> f64 {
-        // A select, not f64::min, whose NaN rule keeps the sum from
-        // vectorising (neither p nor r holds a NaN).
-        sum_of_pairs(p, &self.selected, |p, r| if p < r { p } else { r })
+        sum_of_pairs(p, &self.selected, accepted)
     }
+}
+
+/// A token's share of the acceptance, min(p, r): by a select, not
+/// `f64::min`, whose NaN rule keeps a sum of them from vectorising
+/// (neither p nor r holds a NaN).
+#[inline]
+pub(crate) fn accepted(p: f64, r: f64) -> f64 {
+    if p < r { p } else { r }
 }
 
 /// The outer and inner programs' solutions, over lists of slots of
