@@ -426,10 +426,10 @@ impl Groups {
     /// acceptance of that r against p, Σ min(p, r), summed in the same
     /// pass while r is in cache (a pass of its own would read r and p
     /// again). Fixed pieces of tokens on the pool, each a plain loop over
-    /// memory not zeroed first (a fill would be a serial pass of its own,
-    /// and a closure per token kept the writes from their loop); the sum
-    /// in the chunks of `sum_of_pairs`, added in the order that function
-    /// adds them: the bits of `SelectionRule::acceptance`, on any pool.
+    /// memory not zeroed first (a fill would be a serial pass of its own);
+    /// the sum in the chunks of `sum_of_pairs`, added in the order that
+    /// function adds them: the bits of `SelectionRule::acceptance`, on any
+    /// pool.
     fn write(
         &self,
         cells: &Cells,
@@ -439,8 +439,8 @@ impl Groups {
         (theta, marginal): (&mut Vec<f64>, &mut Vec<f64>),
     ) -> f64 {
         const { assert!(TOKENS_PER_TASK % SUM_CHUNK == 0) };
-        // Per cell and side, its group's theta and r / q: one load where
-        // the group's index and then its values were two.
+        // Per cell and side, its group's theta and r / q: one load per
+        // token, not the group's index and then its values.
         let by_cell: Vec<[f64; 2]> = (self.index.iter())
             .map(|&g| match g {
                 u32::MAX => [0.0; 2],
