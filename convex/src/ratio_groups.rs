@@ -267,13 +267,8 @@ fn minimise_from<P: Groupable>(
         return program.minimise(Vec::new(), budget, workspace);
     }
     let warm = grouping_bits(bits, program.p.len())
-        .and_then(|bits| warm_start(program, bits, budget, workspace));
-    let Some((start, grouped_iterations)) = warm else {
-        return minimise_from_model(program, budget, workspace);
-    };
-    let mut solved = program.minimise_near(start, budget, workspace)?;
-    solved.iterations += grouped_iterations;
-    Ok(solved)
+        .and_then(|bits| from_groups(program, bits, budget, workspace));
+    warm.unwrap_or_else(|| minimise_from_model(program, budget, workspace))
 }
 
 /// The bits of the groups a program of `size` tokens starts from, with
@@ -342,18 +337,20 @@ impl Odds {
     }
 }
 
-/// The solution of the program over groups with `bits` mantissa bits of
-/// the ratio (and `bits - GROUP_BITS + ODDS_BITS` of each law's odds),
-/// interpolated to every token of `program`, and the Newton iterations
-/// spent on it (at every level);
+/// Minimises `program` from the solution of its program over groups with
+/// `bits` mantissa bits of the ratio (and `bits - GROUP_BITS + ODDS_BITS`
+/// of each law's odds), interpolated to every token, where the grouped
+/// program's Newton step for the residual left there, spread over each
+/// group's tokens, is the first step tried (`Program::coarse_direction`);
+/// the iterations count those of the grouped programs (at every level).
 /// `None` when grouping does not shrink the program or the grouped
 /// program fails (Newton then starts from `model_start`).
-fn warm_start<P: Groupable>(
+fn from_groups<P: Groupable>(
     program: &Program<P>,
     bits: u32,
     budget: &Budget,
     workspace: &mut Workspace,
-) -> Option<(Vec<f64>, usize)> {
+) -> Option<Result<Solved, ConvexError>> {
     let (laws, p) = (program.potential.laws(), program.p);
     let counts = program.potential.counts();
     let shift = 52 - bits;
@@ -452,7 +449,7 @@ fn warm_start<P: Groupable>(
         Some(_) => GROUPED_TOLERANCE_SHARE,
         None => COARSEST_TOLERANCE_SHARE,
     };
-    let grouped = minimise_from(
+    let solved = minimise_from(
         &grouped,
         coarser_bits,
         &budget
@@ -468,7 +465,7 @@ fn warm_start<P: Groupable>(
     // of its odds cell on its side: per group, its ratio, its weight and
     // the slopes towards either neighbour (0 where there is none), so that
     // a token costs a lookup and a multiplication.
-    let theta = groups.cell_weights(&grouped.theta, counts);
+    let theta = groups.cell_weights(&solved.theta, counts);
     let centre: Vec<f64> = (cell_rows.iter())
         .map(|row| row[0] / row_mass(&row[1..], counts))
         .collect();
@@ -495,9 +492,25 @@ fn warm_start<P: Groupable>(
         theta + slopes[usize::from(offset >= 0.0)] * offset
     }));
     for &(y, group) in &groups.own {
-        start[y] = grouped.theta[group];
+        start[y] = solved.theta[group];
     }
-    Some((start, grouped.iterations))
+    let group_of = |y: usize| match groups.of_token.is_empty() {
+        true => index[cell(&places[y])] as usize,
+        false => groups.of_token[y] as usize,
+    };
+    let coarse = |gradient: &[f64], workspace: &mut Workspace| {
+        let mut summed = vec![0.0; groups.cell.len()];
+        (gradient.iter().enumerate()).for_each(|(y, g)| summed[group_of(y)] += g);
+        let step = grouped.coarse_direction(&solved.theta, &summed, budget.max_gap, workspace);
+        let mut direction = workspace.take(p.len());
+        direction.extend((0..p.len()).map(|y| step[group_of(y)]));
+        direction
+    };
+    let finer = program.minimise_near_coarse(start, coarse, budget, workspace);
+    Some(finer.map(|mut finer| {
+        finer.iterations += solved.iterations;
+        finer
+    }))
 }
 
 /// The ratio's q of token y: Σ_i counts_i q_i(y), the expected number of
@@ -528,6 +541,9 @@ struct Groups {
     cells: usize,
     /// The tokens that are groups of their own, with their group.
     own: Vec<(usize, usize)>,
+    /// Each token's group where the cells are split, else empty (a
+    /// token's group is then its cell's).
+    of_token: Vec<u32>,
 }
 
 impl Groups {
@@ -546,6 +562,7 @@ impl Groups {
                 cell: (0..cells).collect(),
                 cells,
                 own: Vec::new(),
+                of_token: Vec::new(),
             };
         }
         let mut groups = Self {
@@ -554,6 +571,7 @@ impl Groups {
             cell: Vec::new(),
             cells,
             own: Vec::new(),
+            of_token: Vec::with_capacity(places.len()),
         };
         // Per cell, its open group of light tokens and that group's mass.
         let mut open = vec![(usize::MAX, 0.0); cells];
@@ -577,6 +595,7 @@ impl Groups {
             if !alone {
                 *held += place.mass;
             }
+            groups.of_token.push(group as u32);
             let row = &mut groups.sums[group * width..][..width];
             row[0] += p[y];
             (row[1..].iter_mut().zip(laws)).for_each(|(sum, law)| *sum += law[y]);
@@ -912,11 +931,9 @@ mod tests {
             .with_max_gap(tolerance)
             .with_max_iterations(100);
         let mut workspace = Workspace::new();
-        assert!(
-            warm_start(program, P::GROUP_BITS, &budget, &mut workspace).is_some(),
-            "{case}: no grouped start"
-        );
-        let grouped = minimise(program, &budget, &mut workspace).unwrap();
+        let grouped = from_groups(program, P::GROUP_BITS, &budget, &mut workspace)
+            .unwrap_or_else(|| panic!("{case}: no grouped start"))
+            .unwrap();
         let direct = minimise_from_model(program, &budget, &mut workspace).unwrap();
         let apart: f64 = (grouped.marginal.iter().zip(&direct.marginal))
             .map(|(a, b)| (a - b).abs())

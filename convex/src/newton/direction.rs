@@ -68,7 +68,6 @@ impl<P: Potential> Program<'_, P> {
         log_ratio: bool,
         workspace: &mut Workspace,
     ) -> Vec<f64> {
-        let (lo, hi) = self.bounds;
         let along = self.along_ones(theta, &at.marginal, active, tolerance);
         let flat = along != AlongOnes::Newton;
         // Where the Hessian is singular along 1 on the free variables,
@@ -105,6 +104,14 @@ impl<P: Potential> Program<'_, P> {
                 .for_each(|(d, _)| *d += shift);
         }
         self.saturation_steps(&at.marginal, active, &mut direction);
+        self.bound_and_reach(theta, active, &mut direction);
+        direction
+    }
+
+    /// Sends the `active` variables of a direction to their bound, and
+    /// keeps every component within the program's reach.
+    pub(super) fn bound_and_reach(&self, theta: &[f64], active: &[bool], direction: &mut [f64]) {
+        let (lo, hi) = self.bounds;
         for ((d, &t), &a) in direction.iter_mut().zip(theta).zip(active) {
             if a {
                 *d = if t - lo <= ACTIVE_SET_WIDTH {
@@ -115,7 +122,6 @@ impl<P: Potential> Program<'_, P> {
             }
             *d = d.clamp(-self.reach, self.reach);
         }
-        direction
     }
 
     /// Takes a multiple of 1 off the free variables of a direction, for a

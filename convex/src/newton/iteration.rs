@@ -10,7 +10,7 @@ impl<P: Potential> Program<'_, P> {
     /// `minimise` from `theta` (inside the box), whose objective and
     /// evaluation are `current`, on the rough rule where `rough` (the
     /// potential has one, `Potential::rough_until`, and the start is not
-    /// near the optimum: `Program::minimise_near`). The iteration goes on the rough
+    /// near the optimum: `Program::minimise_near_coarse`). The iteration goes on the rough
     /// rule while the acceptance lost is above its reach, and on the exact
     /// rule from there: the rough one's values are not compared with the
     /// exact one's, so the change comes between iterations, with a new

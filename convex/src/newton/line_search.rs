@@ -60,31 +60,14 @@ impl<P: Potential> Program<'_, P> {
         rough: &mut bool,
         workspace: &mut Workspace,
     ) -> ((f64, Evaluation<P::Hessian>), LineSearch) {
-        let (lo, hi) = self.bounds;
-        let value = current.0;
-        let slack = OBJECTIVE_ROUNDING * (1.0 + value.abs());
-        let predicted: f64 = direction.iter().zip(gradient).map(|(d, g)| d * g).sum();
-        let unresolved = -predicted <= UNRESOLVED_RELATIVE_DECREASE * (1.0 + value.abs());
+        let test = self.acceptance_test(current.0, direction, gradient, lost);
         let mut step = 1.0;
         loop {
-            let mut trial = workspace.take(theta.len());
-            trial.extend(
-                theta
-                    .iter()
-                    .zip(direction)
-                    .map(|(t, d)| (t + step * d).clamp(lo, hi)),
-            );
-            let decrease: f64 = trial
-                .iter()
-                .zip(theta.iter())
-                .zip(gradient)
-                .map(|((t1, t0), g)| (t1 - t0) * g)
-                .sum();
+            let (mut trial, decrease) =
+                self.trial_point(theta, direction, gradient, step, workspace);
             let evaluated = self.objective(&trial, *rough, workspace);
             let stalled = step < STALL_STEP_LENGTH;
-            let accepted = evaluated.0 <= value + ARMIJO_SUFFICIENT_DECREASE * decrease + slack
-                || stalled
-                || (unresolved && self.residual(&trial, &evaluated.1.marginal) < lost);
+            let accepted = stalled || test.accepts(&trial, &evaluated, decrease);
             let rough_ends = accepted
                 && *rough
                 && self.residual(&trial, &evaluated.1.marginal) > ROUGH_PHASE_LOSS_SHARE * lost;
@@ -109,5 +92,104 @@ impl<P: Potential> Program<'_, P> {
             }
             step *= 0.5;
         }
+    }
+
+    /// Moves `theta` by the whole of `direction` (projected on the box)
+    /// where the objective accepts that step as the line search's first
+    /// trial would, and returns the objective and evaluation at theta,
+    /// moved or not: a step from elsewhere (a coarser program's) is tried
+    /// once, where backtracking it would cost evaluations that Newton's own
+    /// direction spends better.
+    pub(super) fn whole_step(
+        &self,
+        theta: &mut Vec<f64>,
+        current: (f64, Evaluation<P::Hessian>),
+        direction: &[f64],
+        gradient: &[f64],
+        lost: f64,
+        workspace: &mut Workspace,
+    ) -> (f64, Evaluation<P::Hessian>) {
+        let test = self.acceptance_test(current.0, direction, gradient, lost);
+        let (mut trial, decrease) = self.trial_point(theta, direction, gradient, 1.0, workspace);
+        let evaluated = self.objective(&trial, false, workspace);
+        let kept = if test.accepts(&trial, &evaluated, decrease) {
+            std::mem::swap(theta, &mut trial);
+            workspace.give(current.1.marginal);
+            evaluated
+        } else {
+            workspace.give(evaluated.1.marginal);
+            current
+        };
+        workspace.give(trial);
+        kept
+    }
+
+    /// The test a trial point passes from theta (of objective `value`,
+    /// `lost` the acceptance lost there) along `direction`.
+    fn acceptance_test(
+        &self,
+        value: f64,
+        direction: &[f64],
+        gradient: &[f64],
+        lost: f64,
+    ) -> AcceptanceTest<'_, P> {
+        let predicted: f64 = direction.iter().zip(gradient).map(|(d, g)| d * g).sum();
+        AcceptanceTest {
+            program: self,
+            value,
+            slack: OBJECTIVE_ROUNDING * (1.0 + value.abs()),
+            unresolved: -predicted <= UNRESOLVED_RELATIVE_DECREASE * (1.0 + value.abs()),
+            lost,
+        }
+    }
+
+    /// theta + step x direction, projected on the box, from the
+    /// workspace, and the decrease the gradient predicts for that move.
+    fn trial_point(
+        &self,
+        theta: &[f64],
+        direction: &[f64],
+        gradient: &[f64],
+        step: f64,
+        workspace: &mut Workspace,
+    ) -> (Vec<f64>, f64) {
+        let (lo, hi) = self.bounds;
+        let mut trial = workspace.take(theta.len());
+        trial.extend(
+            theta
+                .iter()
+                .zip(direction)
+                .map(|(t, d)| (t + step * d).clamp(lo, hi)),
+        );
+        let decrease: f64 = trial
+            .iter()
+            .zip(theta)
+            .zip(gradient)
+            .map(|((t1, t0), g)| (t1 - t0) * g)
+            .sum();
+        (trial, decrease)
+    }
+}
+
+/// Armijo's test from one point, with its slack for the objective's
+/// rounding; where the objective cannot resolve the predicted decrease,
+/// a trial passes if it leaves a lower residual.
+struct AcceptanceTest<'t, P: Potential> {
+    program: &'t Program<'t, P>,
+    value: f64,
+    slack: f64,
+    unresolved: bool,
+    lost: f64,
+}
+
+impl<P: Potential> AcceptanceTest<'_, P> {
+    fn accepts(
+        &self,
+        trial: &[f64],
+        evaluated: &(f64, Evaluation<P::Hessian>),
+        decrease: f64,
+    ) -> bool {
+        evaluated.0 <= self.value + ARMIJO_SUFFICIENT_DECREASE * decrease + self.slack
+            || (self.unresolved && self.program.residual(trial, &evaluated.1.marginal) < self.lost)
     }
 }

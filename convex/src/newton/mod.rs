@@ -214,16 +214,68 @@ impl<P: Potential> Program<'_, P> {
     }
 
     /// `minimise` from a start near the optimum (a grouped program's
-    /// solution), on the exact rule from the first evaluation: the rough
-    /// rule's phase would end there at once, after an evaluation of its
-    /// own.
-    pub(crate) fn minimise_near(
+    /// solution, interpolated), on the exact rule from the first
+    /// evaluation (the rough rule's phase would end there at once, after an
+    /// evaluation of its own). Where the start misses the tolerance, the
+    /// first iteration tries the step of the coarser program first
+    /// (`Program::coarse_direction`): `coarse` maps this program's gradient
+    /// to a direction of its tokens. The step is taken if the objective
+    /// accepts it whole; else Newton goes on from the start, one
+    /// evaluation later. The attempt counts as an iteration.
+    pub(crate) fn minimise_near_coarse(
         &self,
         start: Vec<f64>,
+        coarse: impl FnOnce(&[f64], &mut Workspace) -> Vec<f64>,
         budget: &Budget,
         workspace: &mut Workspace,
     ) -> Result<Solved, ConvexError> {
-        self.minimise_on(start, false, budget, workspace)
+        if self.p.is_empty() {
+            return Ok(Self::without_variables());
+        }
+        let (lo, hi) = self.bounds;
+        let mut theta = start;
+        theta.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
+        let mut current = self.objective(&theta, false, workspace);
+        let lost = self.residual(&theta, &current.1.marginal);
+        let tries = lost > budget.max_gap && budget.max_iterations > 0 && !budget.out_of_time();
+        if !tries {
+            return self.minimise_evaluated(theta, current, false, budget, workspace);
+        }
+        let gradient = self.gradient(&current.1.marginal, workspace);
+        let mut direction = coarse(&gradient, workspace);
+        let active = self.active_set(&theta, &gradient);
+        self.bound_and_reach(&theta, &active, &mut direction);
+        current = self.whole_step(&mut theta, current, &direction, &gradient, lost, workspace);
+        workspace.give(gradient);
+        workspace.give(direction);
+        let mut solved = self.minimise_evaluated(theta, current, false, budget, workspace)?;
+        solved.iterations += 1;
+        Ok(solved)
+    }
+
+    /// Newton's direction of this program at theta (its solution, as a
+    /// coarser program over groups of a finer program's tokens) for
+    /// `gradient`, the finer program's gradient summed over each group:
+    /// the coarse step of a two-grid correction (Galerkin's: a potential
+    /// whose tokens of one weight enter it through their total q has, over
+    /// groups, the finer Hessian summed over each pair of groups, so this
+    /// program's Newton system is the finer one restricted to steps
+    /// constant on the groups). The finer program's start from this one's
+    /// solution misses it by a part shared through the world's mass (what
+    /// a diagonal step misses), which this system holds, at the groups'
+    /// cost and not the tokens'. `tolerance` is the finer program's.
+    pub(crate) fn coarse_direction(
+        &self,
+        theta: &[f64],
+        gradient: &[f64],
+        tolerance: f64,
+        workspace: &mut Workspace,
+    ) -> Vec<f64> {
+        let at = self.potential.evaluate_rough(theta, workspace);
+        let active = self.active_set(theta, gradient);
+        let direction = self.direction(theta, &at, gradient, &active, tolerance, false, workspace);
+        workspace.give(at.marginal);
+        direction
     }
 
     /// `minimise`, on the rough rule first where `rough`.
@@ -322,5 +374,121 @@ impl<P: Potential> Program<'_, P> {
             self.potential.evaluate(theta, workspace)
         };
         (self.value(theta, &evaluation), evaluation)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_STEP_THETA, Potential, Program, Stop};
+    use crate::budget::Budget;
+    use crate::potential::iid::Selectable;
+    use crate::thresholds::THETA_LIMIT;
+    use crate::workspace::Workspace;
+
+    /// Where each group's tokens are copies of one token (each of its p and
+    /// q over the copies), a weight constant on the groups makes the finer
+    /// program the coarser one, and for a gradient constant on the groups
+    /// the finer Newton step is constant on them too: the coarser
+    /// program's step for the summed gradient, spread back to the copies,
+    /// is that step (Galerkin's coarse system is then exact), in either
+    /// box, away from the optimum and at it.
+    #[test]
+    fn a_coarse_step_over_copies_is_the_finer_newton_step() {
+        let (groups, copies, n) = (200, 3, 4);
+        // Quasi-random laws (golden-ratio sequences) over a few nats.
+        let law = |spin: f64| -> Vec<f64> {
+            let x: Vec<f64> = (0..groups)
+                .map(|g| (-6.0 * (g as f64 * spin).fract()).exp())
+                .collect();
+            let total: f64 = x.iter().sum();
+            x.iter().map(|x| x / total).collect()
+        };
+        // p within a nat of q: the optimum is inside either box, where
+        // every weight has curvature (a weight at a bound, free for a
+        // gradient that pulls it inside, has none, and its step is the
+        // ridge's, clipped by the reach).
+        let q_coarse = law(0.754_877_666_2);
+        let tilted: Vec<f64> = (q_coarse.iter().enumerate())
+            .map(|(g, q)| q * (g as f64 * 0.618_033_988_7).fract().exp())
+            .collect();
+        let total: f64 = tilted.iter().sum();
+        let p_coarse: Vec<f64> = tilted.iter().map(|x| x / total).collect();
+        let spread = |x: &[f64]| -> Vec<f64> {
+            (x.iter())
+                .flat_map(|&x| std::iter::repeat_n(x / copies as f64, copies))
+                .collect()
+        };
+        let (p_fine, q_fine) = (spread(&p_coarse), spread(&q_coarse));
+        let base = 0.0;
+        let coarse_potential = Selectable {
+            q: &q_coarse,
+            base,
+            n,
+        };
+        let fine_potential = Selectable {
+            q: &q_fine,
+            base,
+            n,
+        };
+        let mut workspace = Workspace::new();
+        let budget = (Budget::default().with_max_gap(1e-8))
+            .with_max_iterations(50)
+            .keeping_at_cap();
+        let program = |potential, p, bounds| Program {
+            name: "test",
+            potential,
+            p,
+            bounds,
+            stop: Stop::ProjectedGradient,
+            reach: MAX_STEP_THETA,
+        };
+        for bounds in [(-THETA_LIMIT, 0.0), (0.0, THETA_LIMIT)] {
+            let coarse = program(&coarse_potential, &p_coarse, bounds);
+            let fine = program(&fine_potential, &p_fine, bounds);
+            let (lo, hi) = coarse.bounds;
+            let solved = coarse
+                .minimise(vec![0.0; groups], &budget, &mut workspace)
+                .unwrap();
+            let away: Vec<f64> = (0..groups)
+                .map(|g| {
+                    (0.5 * (g as f64 * 0.569_840_290_9).fract() - 0.25 + solved.theta[g])
+                        .clamp(lo + 0.01, hi - 0.01)
+                })
+                .collect();
+            for theta_coarse in [away, solved.theta] {
+                let theta_fine: Vec<f64> = (theta_coarse.iter())
+                    .flat_map(|&t| std::iter::repeat_n(t, copies))
+                    .collect();
+                // A gradient of a few 1e-9 per group, each copy its share.
+                let summed: Vec<f64> = (0..groups)
+                    .map(|g| 4e-9 * ((g as f64 * 0.324_717_957_2).fract() - 0.5))
+                    .collect();
+                let gradient = spread(&summed);
+                let tolerance = 1e-9;
+                let step =
+                    coarse.coarse_direction(&theta_coarse, &summed, tolerance, &mut workspace);
+                let at = fine.potential.evaluate(&theta_fine, &mut workspace);
+                let active = fine.active_set(&theta_fine, &gradient);
+                let newton = fine.direction(
+                    &theta_fine,
+                    &at,
+                    &gradient,
+                    &active,
+                    tolerance,
+                    false,
+                    &mut workspace,
+                );
+                let size = newton.iter().fold(0.0f64, |m, d| m.max(d.abs()));
+                assert!(size > 0.0, "{}: no step", fine.name);
+                for (y, &d) in newton.iter().enumerate() {
+                    let spread_step = step[y / copies];
+                    assert!(
+                        (spread_step - d).abs() <= 1e-6 * size,
+                        "{}: token {y}: coarse {spread_step:e}, fine {d:e}",
+                        fine.name
+                    );
+                }
+            }
+        }
     }
 }
