@@ -1,6 +1,8 @@
 //! Starting points: for large programs a small program over groups of
-//! tokens by their ratio p / q; for the others (and the coarsest group
-//! level) `model_start`, a clipped log-ratio model of the weights.
+//! tokens by their ratio p / q, whose Newton system also gives the first
+//! step from there (`Program::coarse_direction`); for the others (and the
+//! coarsest group level) `model_start`, a clipped log-ratio model of the
+//! weights.
 //!
 //! At a KKT point of either program of the enumeration-free solver,
 //! `r_y = q_y g(theta_y)` with one increasing function g per program (the
@@ -494,9 +496,12 @@ fn from_groups<P: Groupable>(
     for &(y, group) in &groups.own {
         start[y] = solved.theta[group];
     }
-    let group_of = |y: usize| match groups.of_token.is_empty() {
-        true => index[cell(&places[y])] as usize,
-        false => groups.of_token[y] as usize,
+    let group_of = |y: usize| {
+        if groups.of_token.is_empty() {
+            index[cell(&places[y])] as usize
+        } else {
+            groups.of_token[y] as usize
+        }
     };
     let coarse = |gradient: &[f64], workspace: &mut Workspace| {
         let mut summed = vec![0.0; groups.cell.len()];
