@@ -232,10 +232,7 @@ impl<P: Potential> Program<'_, P> {
         if self.p.is_empty() {
             return Ok(Self::without_variables());
         }
-        let (lo, hi) = self.bounds;
-        let mut theta = start;
-        theta.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
-        let mut current = self.objective(&theta, false, workspace);
+        let (mut theta, mut current) = self.evaluated_start(start, false, workspace);
         let lost = self.residual(&theta, &current.1.marginal);
         let tries = lost > budget.max_gap && budget.max_iterations > 0 && !budget.out_of_time();
         if !tries {
@@ -289,11 +286,22 @@ impl<P: Potential> Program<'_, P> {
         if self.p.is_empty() {
             return Ok(Self::without_variables());
         }
-        let (lo, hi) = self.bounds;
-        let mut theta = start;
-        theta.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
-        let current = self.objective(&theta, rough, workspace);
+        let (theta, current) = self.evaluated_start(start, rough, workspace);
         self.minimise_evaluated(theta, current, rough, budget, workspace)
+    }
+
+    /// `start` clamped to the box, with its objective and evaluation (on
+    /// the rough rule where `rough`).
+    fn evaluated_start(
+        &self,
+        mut start: Vec<f64>,
+        rough: bool,
+        workspace: &mut Workspace,
+    ) -> (Vec<f64>, (f64, Evaluation<P::Hessian>)) {
+        let (lo, hi) = self.bounds;
+        start.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
+        let current = self.objective(&start, rough, workspace);
+        (start, current)
     }
 
     /// The solution of a program without variables (a side of a problem
