@@ -106,8 +106,9 @@ fn solve_on_support(
     let inner_potential =
         WithoutReplacement::new(&inner_q, &[], &outer_q, n).in_order(order, Side::Inner);
     // The two sides side by side: the outer one's work is mostly its
-    // clocks' passes over H*'s tokens, on one thread, where the inner
-    // one's evaluations leave the pool's other worker idle at times.
+    // clocks' first passes over H*'s tokens (its levels of groups share
+    // them), on one thread, where the inner one's evaluations leave the
+    // pool's other worker idle at times.
     let mut outer_workspace = Workspace::new();
     let (outer_solved, inner_solved) = join_from(
         slots,

@@ -32,14 +32,15 @@ pub(crate) struct WithoutReplacement<'a> {
     pub(super) clocks: [OnceLock<Clocks>; 2],
     /// P(y ∈ S; world) per selectable token (`inclusion`), made on first use.
     pub(super) inclusion: OnceLock<Vec<f64>>,
-    /// Every token with its role by ascending q (`tokens`), which both
-    /// grids' passes read, made on first use.
+    /// The selectable tokens by ascending q (`selectable_by_q`), which
+    /// both grids' passes read, made on first use.
     pub(super) sorted: OnceLock<Vec<(f64, Role)>>,
-    /// The silent and excluded tokens by ascending q, made on first use,
-    /// or those of the side whose tokens this side's groups are
-    /// (`with_selectable`): every level of groups shares them.
-    pub(super) others: OnceLock<Vec<(f64, Role)>>,
-    pub(super) others_of_whole: Option<&'a [(f64, Role)]>,
+    /// The silent and excluded tokens and their part of each grid's pass
+    /// (`OtherTokens`), made on first use, or those of the side whose
+    /// tokens this side's groups are (`with_selectable`): every level of
+    /// groups shares them.
+    pub(super) others: OnceLock<OtherTokens>,
+    pub(super) others_of_whole: Option<&'a OtherTokens>,
     /// The whole problem's tokens by ascending q, where the solver ranked
     /// them (`in_order`): both lists above are then read off it.
     pub(super) order: Option<(QOrder<'a>, Side)>,
@@ -104,6 +105,94 @@ pub(super) struct Clocks {
     pub(super) silent_moments: Vec<f64>,
 }
 
+/// The silent and excluded tokens of a side by ascending q, and their
+/// part of each grid's clock pass (`OthersOnGrid`): a program over groups
+/// of the side's selectable tokens has the same others, whose part would
+/// otherwise be summed again at every level, over most of the
+/// vocabulary on the outer side (H*'s tokens are silent there).
+pub(crate) struct OtherTokens {
+    tokens: Vec<(f64, Role)>,
+    /// The least q of the side whose tokens these are, its selectable
+    /// ones included: the rule in t ends by it (`clock_nodes`), and a
+    /// group's q is no less than its least token's, so every level of
+    /// groups has these nodes.
+    q_least: f64,
+    n: usize,
+    tail_reach: f64,
+    on_grid: [OnceLock<OthersOnGrid>; 2],
+}
+
+/// A grid's nodes in t, before its pass keeps those that carry P(world),
+/// and the other tokens' tail on each.
+pub(super) struct OthersOnGrid {
+    t: Vec<f64>,
+    weight: Vec<f64>,
+    tail: TailMoments,
+}
+
+/// Per node in t, the tail of a list of tokens by ascending q (those with
+/// n q t <= `tail_reach`, a prefix): its length, Σ q^m over its tokens
+/// drafted into the world (z = 1 there) and over its silent ones, and Σ q.
+struct TailMoments {
+    bound: Vec<usize>,
+    open: Vec<Vec<f64>>,
+    silent: Vec<Vec<f64>>,
+    mass: Vec<f64>,
+}
+
+impl TailMoments {
+    /// The tails of `tokens` (by ascending q) at the nodes `t`, each
+    /// summed from the last node's, the shortest, by the tokens that join
+    /// it: one pass of O(len) series terms.
+    fn new(tokens: &[(f64, Role)], t: &[f64], n: usize, tail_reach: f64) -> Self {
+        let terms = n + EXTRA_TERMS + 1;
+        let in_tail = |q: f64, t: f64| n as f64 * q * t <= tail_reach;
+        let bound: Vec<usize> = (t.iter())
+            .map(|&t| tokens.partition_point(|&(q, _)| in_tail(q, t)))
+            .collect();
+        let (mut open, mut silent, mut mass) = (vec![0.0; terms], vec![0.0; terms], 0.0);
+        let mut next = 0;
+        let mut moments = Self {
+            bound,
+            open: vec![Vec::new(); t.len()],
+            silent: vec![Vec::new(); t.len()],
+            mass: vec![0.0; t.len()],
+        };
+        for j in (0..t.len()).rev() {
+            let entering = &tokens[next..moments.bound[j].max(next)];
+            mass += entering.iter().map(|&(q, _)| q).sum::<f64>();
+            let of_role = |keep: fn(Role) -> bool| {
+                (entering.iter())
+                    .filter(move |&&(_, role)| keep(role))
+                    .map(|&(q, _)| q)
+            };
+            add_power_sums(&mut open, of_role(|role| role != Role::Excluded));
+            add_power_sums(&mut silent, of_role(|role| role == Role::Silent));
+            next = next.max(moments.bound[j]);
+            moments.open[j] = open.clone();
+            moments.silent[j] = silent.clone();
+            moments.mass[j] = mass;
+        }
+        moments
+    }
+}
+
+impl OtherTokens {
+    /// The other tokens' part of `grid`'s pass, on the nodes of the side's
+    /// least q.
+    fn on_grid(&self, grid: Grid) -> &OthersOnGrid {
+        let index = (grid == Grid::Coarse) as usize;
+        self.on_grid[index].get_or_init(|| self.on_nodes(grid, self.q_least))
+    }
+
+    /// The other tokens' part of `grid`'s pass on the nodes of `q_least`.
+    fn on_nodes(&self, grid: Grid, q_least: f64) -> OthersOnGrid {
+        let (t, weight) = clock_nodes(self.n, q_least, grid.steps(self.n).1, grid.clock_error());
+        let tail = TailMoments::new(&self.tokens, &t, self.n, self.tail_reach);
+        OthersOnGrid { t, weight, tail }
+    }
+}
+
 /// How a token's drafting enters the world: selectable (z = e^(-a c)),
 /// silent (z = 1) or excluded (z = 0).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -146,7 +235,8 @@ impl<'a> WithoutReplacement<'a> {
     }
 
     /// The same side with other selectable tokens (a program over groups
-    /// of them), its silent and excluded tokens as they are.
+    /// of them), its silent and excluded tokens as they are, and their
+    /// part of each grid's pass with them.
     pub(crate) fn with_selectable<'b>(&'b self, q: &'b [f64]) -> WithoutReplacement<'b> {
         WithoutReplacement {
             tail_reach: self.tail_reach,
@@ -167,8 +257,9 @@ impl<'a> WithoutReplacement<'a> {
         clocks.world - clocks.empty
     }
 
-    pub(super) fn q_least(&self) -> f64 {
-        (self.q.iter().chain(self.silent).chain(self.excluded))
+    /// The least q > 0 among `q`.
+    fn least(q: &[f64]) -> f64 {
+        (q.iter())
             .filter(|&&q| q > 0.0)
             .fold(f64::INFINITY, |m, &q| m.min(q))
     }
@@ -178,84 +269,71 @@ impl<'a> WithoutReplacement<'a> {
         self.clocks[index].get_or_init(|| self.clock_pass(grid))
     }
 
-    /// Every token with its q and role, by ascending q (of equal q in any
-    /// order: a node's split at n q t = `tail_reach` keeps them together).
-    pub(super) fn tokens(&self) -> &[(f64, Role)] {
-        self.sorted.get_or_init(|| {
-            if let Some((order, side)) = self.order {
-                return (order.slots.iter())
-                    .map(|&slot| (order.q[slot], role(side, order.in_h[slot])))
-                    .collect();
-            }
-            let selectable = by_ascending_q(self.q.iter().map(|&q| (q, Role::Selectable)));
-            let others = self.others();
-            let mut tokens = Vec::with_capacity(selectable.len() + others.len());
-            let (mut a, mut b) = (selectable.iter().peekable(), others.iter().peekable());
-            while let (Some(x), Some(y)) = (a.peek(), b.peek()) {
-                tokens.push(if x.0 <= y.0 {
-                    *a.next().unwrap()
-                } else {
-                    *b.next().unwrap()
-                });
-            }
-            tokens.extend(a.chain(b));
-            tokens
+    /// The selectable tokens by ascending q (of equal q in any order: a
+    /// node's split at n q t = `tail_reach` keeps them together).
+    pub(super) fn selectable_by_q(&self) -> &[(f64, Role)] {
+        self.sorted.get_or_init(|| match self.order {
+            Some(order) => of_order(order, |role| role == Role::Selectable),
+            None => by_ascending_q(self.q.iter().map(|&q| (q, Role::Selectable))),
         })
     }
 
-    /// The silent and excluded tokens with their roles, by ascending q.
-    pub(super) fn others(&self) -> &[(f64, Role)] {
+    /// The silent and excluded tokens with their roles, by ascending q,
+    /// and their part of each grid's pass.
+    pub(super) fn others(&self) -> &OtherTokens {
         self.others_of_whole.unwrap_or_else(|| {
             self.others.get_or_init(|| {
-                // In the problem's order, the non-selectable of all the
-                // tokens, which the clock passes read anyway.
-                if self.order.is_some() {
-                    return (self.tokens().iter())
-                        .filter(|&&(_, role)| role != Role::Selectable)
-                        .copied()
-                        .collect();
+                let tokens = match self.order {
+                    Some(order) => of_order(order, |role| role != Role::Selectable),
+                    None => by_ascending_q(
+                        (self.silent.iter().map(|&q| (q, Role::Silent)))
+                            .chain(self.excluded.iter().map(|&q| (q, Role::Excluded))),
+                    ),
+                };
+                let q_least =
+                    Self::least(self.q).min(tokens.first().map_or(f64::INFINITY, |&(q, _)| q));
+                OtherTokens {
+                    tokens,
+                    q_least,
+                    n: self.n,
+                    tail_reach: self.tail_reach,
+                    on_grid: [OnceLock::new(), OnceLock::new()],
                 }
-                by_ascending_q(
-                    (self.silent.iter().map(|&q| (q, Role::Silent)))
-                        .chain(self.excluded.iter().map(|&q| (q, Role::Excluded))),
-                )
             })
         })
     }
 
+    /// The silent and excluded tokens, by ascending q (`others`).
+    #[cfg(test)]
+    pub(super) fn other_tokens(&self) -> &[(f64, Role)] {
+        &self.others().tokens
+    }
+
     /// The nodes in t of `grid` that carry P(world), and the rest of
-    /// `Clocks`. Each node splits the tokens at n q t = `tail_reach` (the
-    /// tail's moments summed from the least q up, node by node from the
-    /// last), so a pass costs O(V) series terms plus the exact tokens.
+    /// `Clocks`. Each node splits the tokens at n q t = `tail_reach`; the
+    /// tail's moments are the selectable tokens' (`TailMoments`) plus the
+    /// others', which every level of groups shares (`OtherTokens`), so a
+    /// pass costs O(selectable) series terms plus the exact tokens.
     pub(super) fn clock_pass(&self, grid: Grid) -> Clocks {
         let n = self.n;
         let series = clock_series(n);
-        let (all_t, all_weights) =
-            clock_nodes(n, self.q_least(), grid.steps(n).1, grid.clock_error());
-        let tokens = self.tokens();
-        let terms = n + EXTRA_TERMS + 1;
-        let in_tail = |q: f64, t: f64| n as f64 * q * t <= self.tail_reach;
-        let bound: Vec<usize> = (all_t.iter())
-            .map(|&t| tokens.partition_point(|&(q, _)| in_tail(q, t)))
-            .collect();
-        // Per node, the tail's Σ q^m over tokens drafted into the world
-        // (z = 1 there) and over the silent ones, and its q(tail).
-        let (mut open, mut silent, mut mass) = (vec![0.0; terms], vec![0.0; terms], 0.0);
-        let mut next = 0;
-        let mut moments = vec![(Vec::new(), Vec::new(), 0.0); all_t.len()];
-        for j in (0..all_t.len()).rev() {
-            let entering = &tokens[next..bound[j].max(next)];
-            mass += entering.iter().map(|&(q, _)| q).sum::<f64>();
-            let of_role = |keep: fn(Role) -> bool| {
-                (entering.iter())
-                    .filter(move |&&(_, role)| keep(role))
-                    .map(|&(q, _)| q)
-            };
-            add_power_sums(&mut open, of_role(|role| role != Role::Excluded));
-            add_power_sums(&mut silent, of_role(|role| role == Role::Silent));
-            next = next.max(bound[j]);
-            moments[j] = (open.clone(), silent.clone(), mass);
-        }
+        let others = self.others();
+        // A level whose tokens are not groups of the side's (another
+        // potential's) may have a smaller q, and its own nodes.
+        let own_nodes;
+        let on_grid = if Self::least(self.q) >= others.q_least {
+            others.on_grid(grid)
+        } else {
+            own_nodes = others.on_nodes(grid, Self::least(self.q));
+            &own_nodes
+        };
+        let (all_t, all_weights) = (&on_grid.t, &on_grid.weight);
+        let selectable = self.selectable_by_q();
+        let own = TailMoments::new(selectable, all_t, n, self.tail_reach);
+        let tail = &on_grid.tail;
+        let sum = |own: &[f64], theirs: &[f64]| -> Vec<f64> {
+            own.iter().zip(theirs).map(|(a, b)| a + b).collect()
+        };
         // [M]_(n-1) with z = 1 on the world's tokens (P(world)), and with
         // z = 0 on the selectable ones too (P(S = 0)), from the first node
         // on until what the nodes after it can carry is negligible
@@ -263,12 +341,14 @@ impl<'a> WithoutReplacement<'a> {
         let mut densities = vec![(0.0, 0.0); all_t.len()];
         let mut world_so_far = 0.0;
         for (j, &t) in all_t.iter().enumerate() {
-            let head = &tokens[bound[j]..];
-            if head.len() > head_cap(n) {
+            let (own_head, their_head) =
+                (&selectable[own.bound[j]..], &others.tokens[tail.bound[j]..]);
+            if own_head.len() + their_head.len() > head_cap(n) {
                 break;
             }
             let t_powers = powers_of(t);
-            let survival = (-t * moments[j].2).exp();
+            let mass = own.mass[j] + tail.mass[j];
+            let survival = (-t * mass).exp();
             let tail_part = |sums: &[f64]| {
                 let table: Vec<Series> = (0..=n)
                     .map(|k| std::array::from_fn(|e| sums.get(k + e).copied().unwrap_or(0.0)))
@@ -279,12 +359,12 @@ impl<'a> WithoutReplacement<'a> {
                 tail_polynomials(&power, &marked, survival, &mut u, &mut m);
                 (u, m)
             };
-            let (mut world_u, mut world_m) = tail_part(&moments[j].0);
-            let (mut empty_u, mut empty_m) = tail_part(&moments[j].1);
+            let (mut world_u, mut world_m) = tail_part(&sum(&own.open[j], &tail.open[j]));
+            let (mut empty_u, mut empty_m) = tail_part(&sum(&own.silent[j], &tail.silent[j]));
             // Each tail clock has rung by t with probability at least
             // q t (1 - q t / 2) >= q t (1 - 1 / 2n) (n q t <= `tail_reach`).
-            let mut arrivals = t * moments[j].2 * (1.0 - 0.5 / n as f64);
-            for &(q, role) in head {
+            let mut arrivals = t * mass * (1.0 - 0.5 / n as f64);
+            for &(q, role) in own_head.iter().chain(their_head) {
                 let (s, arrived) = clock(q, t);
                 arrivals += arrived;
                 let (world, empty) = match role {
@@ -331,12 +411,29 @@ impl<'a> WithoutReplacement<'a> {
         let weight: Vec<f64> = kept.iter().map(|&j| all_weights[j]).collect();
         let world = kept.iter().map(|&j| densities[j].0).sum();
         let empty = kept.iter().map(|&j| densities[j].1).sum();
-        self.split(t, weight, world, empty)
+        // The others at the last kept node, whose n q t splits them in
+        // `split` as it splits them there; with no node, all in the tail.
+        let at_end = match kept.last() {
+            Some(&j) => OthersAtEnd {
+                exact: &others.tokens[tail.bound[j]..],
+                mass: tail.mass[j],
+                silent_moments: tail.silent[j].clone(),
+            },
+            None => OthersAtEnd::all_in_tail(&others.tokens, n),
+        };
+        self.split(t, weight, world, empty, at_end)
     }
 
     /// `Clocks` on the kept nodes: the tokens with n q t_max above
     /// `tail_reach` exact, the rest in the tail.
-    pub(super) fn split(&self, t: Vec<f64>, weight: Vec<f64>, world: f64, empty: f64) -> Clocks {
+    pub(super) fn split(
+        &self,
+        t: Vec<f64>,
+        weight: Vec<f64>,
+        world: f64,
+        empty: f64,
+        others: OthersAtEnd,
+    ) -> Clocks {
         let n = self.n;
         let t_max = t.last().copied().unwrap_or(0.0);
         let reach = |q: f64| n as f64 * q * t_max;
@@ -362,13 +459,14 @@ impl<'a> WithoutReplacement<'a> {
             .flat_map(|&t| head.iter().map(move |&y| clock(self.q[y], t)))
             .unzip();
         // The exact silent and excluded tokens, found once for every node.
-        let (exact_silent, tail_silent): (Vec<f64>, Vec<f64>) =
-            self.silent.iter().partition(|&&q| exact(q));
-        let (exact_excluded, tail_excluded): (Vec<f64>, Vec<f64>) =
-            self.excluded.iter().partition(|&&q| exact(q));
-        let tail_mass: f64 = (tail.iter().map(|&y| self.q[y]))
-            .chain(tail_silent.iter().chain(&tail_excluded).copied())
-            .sum();
+        let of_role = |wanted: Role| -> Vec<f64> {
+            (others.exact.iter())
+                .filter(|&&(_, role)| role == wanted)
+                .map(|&(q, _)| q)
+                .collect()
+        };
+        let (exact_silent, exact_excluded) = (of_role(Role::Silent), of_role(Role::Excluded));
+        let tail_mass = tail.iter().map(|&y| self.q[y]).sum::<f64>() + others.mass;
         let background = (t.iter())
             .map(|&t| {
                 let (mut u, mut m) = (vec![0.0; n], vec![0.0; n]);
@@ -386,8 +484,6 @@ impl<'a> WithoutReplacement<'a> {
         let tail_survival = (t.iter().zip(&exact_at))
             .map(|(&t, &exact)| (-t * (tail_mass + head_after[exact])).exp())
             .collect();
-        let mut silent_moments = vec![0.0; n + EXTRA_TERMS + 1];
-        add_power_sums(&mut silent_moments, tail_silent);
         Clocks {
             t,
             weight,
@@ -401,9 +497,41 @@ impl<'a> WithoutReplacement<'a> {
             arrived,
             background,
             tail_survival,
+            silent_moments: others.silent_moments,
+        }
+    }
+}
+
+/// The silent and excluded tokens where the clocks' tail ends (the last
+/// kept node in t): the exact ones, and the tail's Σ q and Σ q^m over its
+/// silent tokens (m <= n + EXTRA_TERMS).
+pub(super) struct OthersAtEnd<'t> {
+    exact: &'t [(f64, Role)],
+    mass: f64,
+    silent_moments: Vec<f64>,
+}
+
+impl<'t> OthersAtEnd<'t> {
+    /// Every one of `tokens` in the tail (a pass that keeps no node).
+    fn all_in_tail(tokens: &'t [(f64, Role)], n: usize) -> Self {
+        let mut silent_moments = vec![0.0; n + EXTRA_TERMS + 1];
+        let silent = tokens.iter().filter(|&&(_, role)| role == Role::Silent);
+        add_power_sums(&mut silent_moments, silent.map(|&(q, _)| q));
+        Self {
+            exact: &[],
+            mass: tokens.iter().map(|&(q, _)| q).sum(),
             silent_moments,
         }
     }
+}
+
+/// The tokens of the problem's ranking (by ascending q) whose role on
+/// `side` `keep` takes.
+fn of_order((order, side): (QOrder, Side), keep: impl Fn(Role) -> bool) -> Vec<(f64, Role)> {
+    (order.slots.iter())
+        .map(|&slot| (order.q[slot], role(side, order.in_h[slot])))
+        .filter(|&(_, role)| keep(role))
+        .collect()
 }
 
 /// The tokens of q > 0 among `tokens`, by ascending q.

@@ -214,6 +214,58 @@ fn tail_series_match_exact_factors() {
     }
 }
 
+/// A program over groups of a side's selectable tokens reads the side's
+/// silent and excluded tokens' part of each grid's pass from it
+/// (`with_selectable`), on the nodes in t of the side's least q: its r,
+/// potential and P(S > 0) are those of the same program made afresh,
+/// whose nodes end by its own least q, on both grids, with the least q
+/// among the others and among the grouped tokens (where the shared rule
+/// in t runs longer).
+#[test]
+fn groups_share_their_sides_other_tokens() {
+    let mut uniform = uniform_stream();
+    for n in [2, 4, 8] {
+        let weights = many_clocks(&mut uniform);
+        let (first, rest) = weights.split_at(200);
+        let (silent, excluded) = rest.split_at(60);
+        let mut least_first = first.to_vec();
+        least_first.sort_by(f64::total_cmp);
+        let least = least_first[0].min(rest.iter().copied().fold(f64::INFINITY, f64::min));
+        for (q, least_selectable) in [(first, false), (&least_first[..], true)] {
+            let mut q = q.to_vec();
+            if least_selectable {
+                q[0] = least;
+            }
+            let grouped: Vec<f64> = q.chunks(2).map(|pair| pair.iter().sum()).collect();
+            let theta: Vec<f64> = (0..grouped.len()).map(|_| -4.0 + 5.0 * uniform()).collect();
+            let whole = WithoutReplacement::new(&q, silent, excluded, n);
+            let shared = whole.with_selectable(&grouped);
+            let fresh = WithoutReplacement::new(&grouped, silent, excluded, n);
+            let case = format!("n = {n}, least q selectable: {least_selectable}");
+            let (got, want) = (shared.selected_mass(), fresh.selected_mass());
+            assert!(
+                (got - want).abs() <= 1e-13 * want,
+                "{case}: P(S > 0) {got} vs {want}"
+            );
+            for grid in [Grid::Fine, Grid::Coarse] {
+                let got = shared.integrals(&theta, &theta, grid, false, None);
+                let want = fresh.integrals(&theta, &theta, grid, false, None);
+                for (y, (got, want)) in got.marginal.iter().zip(&want.marginal).enumerate() {
+                    assert!(
+                        (got - want).abs() <= 1e-13 * want.abs(),
+                        "{case}, {grid:?}, group {y}: r {got} vs {want}"
+                    );
+                }
+                let (got, want) = (got.potential, want.potential);
+                assert!(
+                    (got - want).abs() <= 1e-13 * want.abs().max(1.0),
+                    "{case}, {grid:?}: potential {got} vs {want}"
+                );
+            }
+        }
+    }
+}
+
 /// With every token selectable, P(S > 0) = 1 and r sums to it, for
 /// many drafts too: 303 clocks of rates from 0.3 down to about 1e-8,
 /// whose n-th arrival comes late, with the tail's series at nodes up
@@ -325,8 +377,10 @@ fn sides_in_the_problems_order_are_the_sorted_sides() {
         for (side, sorted) in sides {
             let ordered = WithoutReplacement::new(sorted.q, sorted.silent, sorted.excluded, n)
                 .in_order(order, side);
-            assert_eq!(ordered.tokens(), sorted.tokens(), "{side:?}, n = {n}");
-            assert_eq!(ordered.others(), sorted.others(), "{side:?}, n = {n}");
+            let selectable = (ordered.selectable_by_q(), sorted.selectable_by_q());
+            assert_eq!(selectable.0, selectable.1, "{side:?}, n = {n}");
+            let others = (ordered.other_tokens(), sorted.other_tokens());
+            assert_eq!(others.0, others.1, "{side:?}, n = {n}");
             for grid in [Grid::Fine, Grid::Coarse] {
                 let (a, b) = (ordered.clocks(grid), sorted.clocks(grid));
                 assert_eq!((&a.t, &a.weight, a.world), (&b.t, &b.weight, b.world));
