@@ -181,8 +181,7 @@ impl OtherTokens {
     /// The other tokens' part of `grid`'s pass, on the nodes of the side's
     /// least q.
     fn on_grid(&self, grid: Grid) -> &OthersOnGrid {
-        let index = (grid == Grid::Coarse) as usize;
-        self.on_grid[index].get_or_init(|| self.on_nodes(grid, self.q_least))
+        self.on_grid[grid.index()].get_or_init(|| self.on_nodes(grid, self.q_least))
     }
 
     /// The other tokens' part of `grid`'s pass on the nodes of `q_least`.
@@ -257,16 +256,8 @@ impl<'a> WithoutReplacement<'a> {
         clocks.world - clocks.empty
     }
 
-    /// The least q > 0 among `q`.
-    fn least(q: &[f64]) -> f64 {
-        (q.iter())
-            .filter(|&&q| q > 0.0)
-            .fold(f64::INFINITY, |m, &q| m.min(q))
-    }
-
     pub(super) fn clocks(&self, grid: Grid) -> &Clocks {
-        let index = (grid == Grid::Coarse) as usize;
-        self.clocks[index].get_or_init(|| self.clock_pass(grid))
+        self.clocks[grid.index()].get_or_init(|| self.clock_pass(grid))
     }
 
     /// The selectable tokens by ascending q (of equal q in any order: a
@@ -290,8 +281,7 @@ impl<'a> WithoutReplacement<'a> {
                             .chain(self.excluded.iter().map(|&q| (q, Role::Excluded))),
                     ),
                 };
-                let q_least =
-                    Self::least(self.q).min(tokens.first().map_or(f64::INFINITY, |&(q, _)| q));
+                let q_least = least(self.selectable_by_q()).min(least(&tokens));
                 OtherTokens {
                     tokens,
                     q_least,
@@ -320,15 +310,15 @@ impl<'a> WithoutReplacement<'a> {
         let others = self.others();
         // A level whose tokens are not groups of the side's (another
         // potential's) may have a smaller q, and its own nodes.
+        let selectable = self.selectable_by_q();
         let own_nodes;
-        let on_grid = if Self::least(self.q) >= others.q_least {
+        let on_grid = if least(selectable) >= others.q_least {
             others.on_grid(grid)
         } else {
-            own_nodes = others.on_nodes(grid, Self::least(self.q));
+            own_nodes = others.on_nodes(grid, least(selectable));
             &own_nodes
         };
         let (all_t, all_weights) = (&on_grid.t, &on_grid.weight);
-        let selectable = self.selectable_by_q();
         let own = TailMoments::new(selectable, all_t, n, self.tail_reach);
         let tail = &on_grid.tail;
         let sum = |own: &[f64], theirs: &[f64]| -> Vec<f64> {
@@ -532,6 +522,11 @@ fn of_order((order, side): (QOrder, Side), keep: impl Fn(Role) -> bool) -> Vec<(
         .map(|&slot| (order.q[slot], role(side, order.in_h[slot])))
         .filter(|&(_, role)| keep(role))
         .collect()
+}
+
+/// The least q of tokens of q > 0 by ascending q (infinite for none).
+fn least(tokens: &[(f64, Role)]) -> f64 {
+    tokens.first().map_or(f64::INFINITY, |&(q, _)| q)
 }
 
 /// The tokens of q > 0 among `tokens`, by ascending q.

@@ -72,6 +72,11 @@ pub(crate) enum Grid {
 }
 
 impl Grid {
+    /// The grid's place in the arrays that hold a value per grid.
+    pub(super) fn index(self) -> usize {
+        usize::from(self == Grid::Coarse)
+    }
+
     /// The relative error the rule in t aims at.
     pub(super) fn clock_error(self) -> f64 {
         match self {
