@@ -95,6 +95,11 @@ const TAIL_GROUP_SHARE: f64 = 1.0 / 16.0;
 /// above what the grouped programs that converge take on real rows
 /// (`benches/README.md`).
 const GROUPED_ITERATIONS_WOR: usize = 15;
+/// Drafts without replacement: rounds of `refine_model_start`'s placement
+/// of the exact tokens short of p, each a pass over the nodes in c on the
+/// coarse grid; a third round moved the coarsest programs' iterations no
+/// further on the shared rows (`benches/README.md`).
+const HEAVY_PLACEMENT_ROUNDS: usize = 2;
 /// Ratios are clamped to [2^-64, 2^64]: p = 0 joins the lowest group.
 pub(crate) const RATIO_FLOOR: f64 = 5.421_010_862_427_522e-20;
 pub(crate) const RATIO_CEILING: f64 = 1.844_674_407_370_955_2e19;
@@ -119,6 +124,11 @@ pub(crate) trait Groupable: Potential {
     fn over<'b>(&'b self, laws: &'b [Vec<f64>]) -> Self::Over<'b>;
     /// P(S > 0), the total of r whatever theta.
     fn selected_mass(&self) -> f64;
+
+    /// `model_start`'s weights improved where the potential knows where
+    /// the model misses (`start` is in the box `bounds`, the program's
+    /// target `p`): the model's own by default.
+    fn refine_model_start(&self, _start: &mut [f64], _p: &[f64], _bounds: (f64, f64)) {}
     /// The most draft mass of a token that shares its group: past it a
     /// token is a group of its own. Where tokens of one weight enter phi
     /// through their total q alone (i.i.d. and independent drafts), no
@@ -236,6 +246,23 @@ impl Groupable for WithoutReplacement<'_> {
         WithoutReplacement::selected_mass(self)
     }
 
+    /// The model's r_y = q_y g0 e^theta does not saturate: the target's
+    /// likeliest token, an exact factor of P(y ∈ S; world) near its p,
+    /// sits far below its weight, short by 0.17 to 0.54 of acceptance at
+    /// the coarsest level of groups on the shared rows, and Newton closes
+    /// about half of that distance an iteration (its r is concave in its
+    /// weight there). The exact tokens short of p are placed at their own
+    /// root with the others fixed (`place_short_head_tokens`), twice, the
+    /// second time against the others' r as the first placement left it.
+    fn refine_model_start(&self, start: &mut [f64], p: &[f64], (lo, hi): (f64, f64)) {
+        for _ in 0..HEAVY_PLACEMENT_ROUNDS {
+            start.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
+            if self.place_short_head_tokens(start, p, hi) == 0 {
+                break;
+            }
+        }
+    }
+
     fn most_token_mass(&self) -> f64 {
         self.most_tail_mass()
     }
@@ -280,14 +307,16 @@ fn grouping_bits(bits: Option<u32>, size: usize) -> Option<u32> {
     bits.filter(|_| size >= GROUPED_START_FROM)
 }
 
-/// Minimises `program` from `model_start` (against theta = 0 where the
-/// potential asks, `Groupable::START_AGAINST_ZERO`).
+/// Minimises `program` from `model_start`, as the potential refines it
+/// (`Groupable::refine_model_start`), against theta = 0 where the
+/// potential asks (`Groupable::START_AGAINST_ZERO`).
 fn minimise_from_model<P: Groupable>(
     program: &Program<P>,
     budget: &Budget,
     workspace: &mut Workspace,
 ) -> Result<Solved, ConvexError> {
-    let start = model_start(program);
+    let mut start = model_start(program);
+    (program.potential).refine_model_start(&mut start, program.p, program.bounds);
     if P::START_AGAINST_ZERO {
         program.minimise_from_better(start, budget, workspace)
     } else {

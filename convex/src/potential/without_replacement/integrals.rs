@@ -8,7 +8,7 @@ use super::polynomials::{
     powers_of, tail_polynomials, tail_sums,
 };
 use super::tail::Tail;
-use crate::newton::Evaluation;
+use crate::newton::{Evaluation, MAX_STEP_THETA};
 use crate::potential::nodes::{left_end, nodes_from};
 use rayon::prelude::*;
 
@@ -35,6 +35,24 @@ pub(super) struct NodeInC {
     pub(super) kernel_measure: f64,
     /// The node's weight in ln c.
     pub(super) weight: f64,
+}
+
+/// The most `WithoutReplacement::place_short_head_tokens` raises a
+/// token's weight: twice a Newton step's reach (`MAX_STEP_THETA`), which
+/// the likeliest target token at the coarsest level of groups takes on
+/// the shared rows (up to 7.3).
+const HEAVY_PLACEMENT_REACH: f64 = 2.0 * MAX_STEP_THETA;
+/// Bisections of a placed weight in ln a: to 2^-40 of the reach.
+const HEAVY_PLACEMENT_BISECTIONS: usize = 40;
+
+/// One evaluation's pass over the nodes in c: the nodes, each one's sums,
+/// and what r's assembly reads beside them (the tail's buckets at theta,
+/// the exact tokens' weights a = e^theta).
+struct NodePass {
+    c: Vec<f64>,
+    sums: Vec<NodeSums>,
+    tail: Tail,
+    head_a: Vec<f64>,
 }
 
 /// r, the potential and the Hessian's diagonal at one theta.
@@ -123,19 +141,11 @@ impl<'a> WithoutReplacement<'a> {
         }
     }
 
-    /// r and the potential at theta, on the nodes in c of `grid` from those
-    /// of the point `at` (theta itself, or the point of a Newton direction
-    /// whose differences share them), and when `curvature` the Hessian's
-    /// diagonal (else empty).
-    pub(super) fn integrals(
-        &self,
-        theta: &[f64],
-        at: &[f64],
-        grid: Grid,
-        curvature: bool,
-        only: Option<&[bool]>,
-    ) -> Integrals {
-        let (n, v) = (self.n, theta.len());
+    /// The pass over the nodes in c of `grid` (those of the point `at`) at
+    /// theta: each node's sums, with the tail's buckets and the exact
+    /// tokens' weights that r's assembly reads after it.
+    fn node_pass(&self, theta: &[f64], at: &[f64], grid: Grid) -> NodePass {
+        let n = self.n;
         let clocks = self.clocks(grid);
         let series = clock_series(n);
         let c_step = grid.steps(n).0;
@@ -144,8 +154,7 @@ impl<'a> WithoutReplacement<'a> {
         let tail_theta: Vec<f64> = clocks.tail.iter().map(|&y| theta[y]).collect();
         let tail = Tail::new(&tail_theta, clocks, self.q, n);
         let head_a: Vec<f64> = clocks.head.iter().map(|&y| theta[y].exp()).collect();
-        let selectable = clocks.world - clocks.empty;
-        let nodes_c: Vec<NodeSums> = (c.par_iter().enumerate())
+        let sums = (c.par_iter().enumerate())
             .map(|(k, &ck)| {
                 let wc = c_step * (1.0 + left.get(k).copied().unwrap_or(0.0));
                 let z: Vec<f64> = head_a.iter().map(|a| (-a * ck).exp()).collect();
@@ -163,6 +172,88 @@ impl<'a> WithoutReplacement<'a> {
                 self.node_sums(clocks, &series, node)
             })
             .collect();
+        NodePass {
+            c,
+            sums,
+            tail,
+            head_a,
+        }
+    }
+
+    /// Raises each exact token whose r falls short of p, the others'
+    /// weights as they are, to the weight at which its r meets p, where a
+    /// weight within `HEAVY_PLACEMENT_REACH` above its own does (a token
+    /// that saturates short of p is left to Newton); `hi` bounds theta.
+    /// Returns how many tokens moved. With the other weights fixed, an
+    /// exact token's r is a Laplace transform: its term at node c_k is a
+    /// e^(-a c_k) times a sum over t that leaves its own factor out, so at
+    /// weight a' it is that term times (a' / a) e^(-(a' - a) c_k) (only
+    /// its share in the tail's series, at the nodes in t where it is light,
+    /// moves with a otherwise). One pass over the nodes in c (on the
+    /// coarse grid: it only starts Newton) gives every token's transform;
+    /// its root is found by bisection in ln a'. A token taken up takes
+    /// its mass from the others, which hold the excess at the model's
+    /// start (`ratio_groups`), so only the short ones move.
+    pub(crate) fn place_short_head_tokens(&self, theta: &mut [f64], p: &[f64], hi: f64) -> usize {
+        let clocks = self.clocks(Grid::Coarse);
+        // The nodes in c follow the largest weight of the point they are
+        // made from: made from the head tokens' weights at their reach, they
+        // hold each transform up to it (from theta's own, a token raised
+        // past the largest weight would have its term below the first node).
+        let mut reached = theta.to_vec();
+        for &y in &clocks.head {
+            reached[y] = (theta[y] + HEAVY_PLACEMENT_REACH).min(hi).max(theta[y]);
+        }
+        let pass = self.node_pass(theta, &reached, Grid::Coarse);
+        let mut moved = 0;
+        for (x, (&y, &a)) in clocks.head.iter().zip(&pass.head_a).enumerate() {
+            // r at weight a e^s.
+            let r_at = |s: f64| -> f64 {
+                let grow = s.exp();
+                (pass.sums.iter().zip(&pass.c))
+                    .map(|(sums, &ck)| sums.head[x] * grow * (-a * (grow - 1.0) * ck).exp())
+                    .sum()
+            };
+            let reach = HEAVY_PLACEMENT_REACH.min(hi - theta[y]);
+            if reach <= 0.0 || r_at(0.0) >= p[y] || r_at(reach) <= p[y] {
+                continue;
+            }
+            let (mut below, mut above) = (0.0, reach);
+            for _ in 0..HEAVY_PLACEMENT_BISECTIONS {
+                let middle = 0.5 * (below + above);
+                if r_at(middle) < p[y] {
+                    below = middle;
+                } else {
+                    above = middle;
+                }
+            }
+            theta[y] += 0.5 * (below + above);
+            moved += 1;
+        }
+        moved
+    }
+
+    /// r and the potential at theta, on the nodes in c of `grid` from those
+    /// of the point `at` (theta itself, or the point of a Newton direction
+    /// whose differences share them), and when `curvature` the Hessian's
+    /// diagonal (else empty).
+    pub(super) fn integrals(
+        &self,
+        theta: &[f64],
+        at: &[f64],
+        grid: Grid,
+        curvature: bool,
+        only: Option<&[bool]>,
+    ) -> Integrals {
+        let v = theta.len();
+        let clocks = self.clocks(grid);
+        let NodePass {
+            c,
+            sums: nodes_c,
+            tail,
+            head_a,
+        } = self.node_pass(theta, at, grid);
+        let selectable = clocks.world - clocks.empty;
         let mut r = vec![0.0; v];
         let mut diagonal = vec![0.0; if curvature { v } else { 0 }];
         let mut potential = 0.0;

@@ -408,3 +408,52 @@ fn extra_terms_match_their_bound() {
         assert_eq!(extra_terms(x), extra_terms_by_bound(x), "x = {x:e}");
     }
 }
+
+/// An exact token short of p is raised to where its r meets p with the
+/// other weights fixed (its r by enumeration there, within the coarse
+/// grid's error in t, 1e-6 relative, which the placement's pass runs
+/// on), the tokens with r >= p stay, and a token whose p lies past what
+/// it can reach (its inclusion probability) stays too.
+#[test]
+fn short_exact_tokens_are_placed_at_their_own_root() {
+    // (selectable q, silent q, excluded q, n, theta).
+    type Case<'a> = (&'a [f64], &'a [f64], &'a [f64], usize, &'a [f64]);
+    let cases: [Case; 4] = [
+        (
+            &[0.45, 0.2, 0.15, 0.1],
+            &[],
+            &[0.1],
+            2,
+            &[0.0, 0.5, 1.0, 0.0],
+        ),
+        (&[0.6, 0.25, 0.1], &[0.05], &[], 3, &[-1.0, 0.0, 0.5]),
+        (&[0.3, 0.3, 0.2, 0.1], &[], &[0.1], 3, &[2.0, 0.0, 0.0, 1.0]),
+        (&[0.9, 0.06, 0.04], &[], &[], 2, &[0.0, 2.0, 3.0]),
+    ];
+    for (q, silent, excluded, n, theta) in cases {
+        let potential = WithoutReplacement::new(q, silent, excluded, n);
+        let (r, _, inclusion) = enumerated(q, silent, excluded, n, theta);
+        // Token 0 short of p, halfway from its r to its limit; the others
+        // at 0.9 of their r, above p; hi far off.
+        let mut p: Vec<f64> = r.iter().map(|r| 0.9 * r).collect();
+        p[0] = 0.5 * (r[0] + inclusion[0]);
+        let mut placed = theta.to_vec();
+        let moved = potential.place_short_head_tokens(&mut placed, &p, 40.0);
+        assert_eq!(moved, 1, "n = {n}, q = {q:?}");
+        assert!(placed[0] > theta[0]);
+        assert_eq!(&placed[1..], &theta[1..]);
+        let (r_placed, _, _) = enumerated(q, silent, excluded, n, &placed);
+        let relative = (r_placed[0] - p[0]).abs() / p[0];
+        assert!(
+            relative < 1e-5,
+            "n = {n}, q = {q:?}: r {} vs p {}",
+            r_placed[0],
+            p[0]
+        );
+        // Past its limit: nothing moves.
+        p[0] = inclusion[0] * 1.001;
+        let mut unmoved = theta.to_vec();
+        assert_eq!(potential.place_short_head_tokens(&mut unmoved, &p, 40.0), 0);
+        assert_eq!(&unmoved[..], theta);
+    }
+}
