@@ -254,9 +254,10 @@ impl Groupable for WithoutReplacement<'_> {
     /// weight there). The exact tokens short of p are placed at their own
     /// root with the others fixed (`place_short_head_tokens`), twice, the
     /// second time against the others' r as the first placement left it.
-    fn refine_model_start(&self, start: &mut [f64], p: &[f64], (lo, hi): (f64, f64)) {
+    fn refine_model_start(&self, start: &mut [f64], p: &[f64], (_, hi): (f64, f64)) {
+        // The placement only raises weights, to at most `hi`: the start
+        // stays in the box.
         for _ in 0..HEAVY_PLACEMENT_ROUNDS {
-            start.iter_mut().for_each(|t| *t = t.clamp(lo, hi));
             if self.place_short_head_tokens(start, p, hi) == 0 {
                 break;
             }

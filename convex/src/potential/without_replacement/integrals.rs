@@ -214,7 +214,7 @@ impl<'a> WithoutReplacement<'a> {
                     .map(|(sums, &ck)| sums.head[x] * grow * (-a * (grow - 1.0) * ck).exp())
                     .sum()
             };
-            let reach = HEAVY_PLACEMENT_REACH.min(hi - theta[y]);
+            let reach = reached[y] - theta[y];
             if reach <= 0.0 || r_at(0.0) >= p[y] || r_at(reach) <= p[y] {
                 continue;
             }
