@@ -38,12 +38,18 @@ pub struct Workspace {
     problem: (Vec<f64>, Vec<f64>),
     /// The tokens' cells of a program over groups of them (`group_rule`).
     cells: Vec<u32>,
+    /// The workspace of a program solved beside this one's, on the pool's
+    /// other thread (the two sides of drafts without replacement, each
+    /// over up to the whole vocabulary): kept here, so that its vectors
+    /// are not faulted in afresh at every solve either.
+    beside: Option<Box<Workspace>>,
 }
 
 impl Workspace {
     /// An empty workspace; it grows to at most 16 vectors of the largest
     /// program solved with it, with the restricted problem's p and q and
-    /// one token's cell each (`u32`).
+    /// one token's cell each (`u32`), and for drafts without replacement
+    /// one such workspace more, for the side solved beside.
     pub fn new() -> Self {
         Self::default()
     }
@@ -77,6 +83,17 @@ impl Workspace {
     /// Keeps the restricted problem's vectors for the next solve.
     pub(crate) fn give_problem(&mut self, p: Vec<f64>, q: Vec<f64>) {
         self.problem = (p, q);
+    }
+
+    /// The workspace for a program solved beside this one's; given back
+    /// with [`Self::give_beside`] for the next solve.
+    pub(crate) fn take_beside(&mut self) -> Workspace {
+        self.beside.take().map(|beside| *beside).unwrap_or_default()
+    }
+
+    /// Keeps the workspace of the program solved beside this one's.
+    pub(crate) fn give_beside(&mut self, beside: Workspace) {
+        self.beside = Some(Box::new(beside));
     }
 
     /// An empty vector of cells with room for `capacity` tokens.
@@ -183,6 +200,21 @@ mod tests {
         workspace.give(again);
         assert!(workspace.take(4 * KEPT_FROM).capacity() >= 4 * KEPT_FROM);
         assert_eq!(workspace.filled(KEPT_FROM, 1.5), vec![1.5; KEPT_FROM]);
+    }
+
+    #[test]
+    fn the_workspace_beside_keeps_its_vectors() {
+        let mut workspace = Workspace::new();
+        let mut beside = workspace.take_beside();
+        let vector = beside.take(2 * KEPT_FROM);
+        let address = vector.as_ptr();
+        beside.give(vector);
+        workspace.give_beside(beside);
+        // The next solve's side beside gets the same memory back.
+        let mut again = workspace.take_beside();
+        let kept = again.take(KEPT_FROM);
+        assert_eq!(kept.as_ptr(), address);
+        assert!(workspace.beside.is_none());
     }
 
     #[test]

@@ -205,9 +205,11 @@ fn real_rows_at_full_vocabulary() {
 
 /// Memory kept between solves changes no result: solvers on the
 /// process's workspaces, one after another on programs of different
-/// sizes (a real row whole and at its top 100 drafts, i.i.d. and
-/// independent drafts), and a clone sharing its solver's, give the rule
-/// and acceptance a solver with fresh memory gives.
+/// sizes (a real row whole and at its top 100 drafts, i.i.d. drafts,
+/// drafts without replacement, whose side solved beside keeps a
+/// workspace of its own, and independent drafts), and a clone sharing its
+/// solver's, give the rule and acceptance a solver with fresh memory
+/// gives.
 #[test]
 fn kept_memory_changes_no_solution() {
     let (p, q) = &mdsd_benches::real_rows()[0];
@@ -217,6 +219,8 @@ fn kept_memory_changes_no_solution() {
         DraftScheme::iid(top.clone(), 2).unwrap(),
         DraftScheme::independent(vec![q.clone(), top.clone(), q.clone()]).unwrap(),
         DraftScheme::iid(q.clone(), 2).unwrap(),
+        DraftScheme::without_replacement(q.clone(), 2).unwrap(),
+        DraftScheme::without_replacement(top.clone(), 4).unwrap(),
     ]
     .map(|drafts| Problem::new(p.clone(), drafts).unwrap());
     let kept = ConvexSolver::default();

@@ -109,7 +109,7 @@ fn solve_on_support(
     // clocks' first passes over H*'s tokens (its levels of groups share
     // them), on one thread, where the inner one's evaluations leave the
     // pool's other worker idle at times.
-    let mut outer_workspace = Workspace::new();
+    let mut outer_workspace = workspace.take_beside();
     let (outer_solved, inner_solved) = join_from(
         slots,
         || {
@@ -133,6 +133,7 @@ fn solve_on_support(
             )
         },
     );
+    workspace.give_beside(outer_workspace);
     let (outer_solved, inner_solved) = (outer_solved?, inner_solved?);
     let sides = Sides {
         outer: (&outer, &outer_p),
